@@ -1,0 +1,16 @@
+# The Python interpreter that holds the pinned torch (and, for tests, mace-torch).
+# Default: the venv made by tools/install_deps.sh; override with -DFLASHMACE_PYTHON=...
+if(NOT FLASHMACE_PYTHON)
+  if(DEFINED ENV{FLASHMACE_VENV})
+    set(_venv "$ENV{FLASHMACE_VENV}")
+  else()
+    set(_venv "$ENV{HOME}/.cache/flashmace/venv")
+  endif()
+  if(EXISTS "${_venv}/bin/python")
+    set(_py "${_venv}/bin/python")
+  else()
+    find_program(_py NAMES python3 REQUIRED)
+  endif()
+  set(FLASHMACE_PYTHON "${_py}" CACHE FILEPATH "Python interpreter with torch")
+endif()
+message(STATUS "flashmace: Python ${FLASHMACE_PYTHON}")

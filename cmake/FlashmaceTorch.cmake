@@ -1,0 +1,21 @@
+# LibTorch from the Python torch package (torch.utils.cmake_prefix_path), so that one code base
+# builds against the pinned PyPI wheel here and against the preinstalled PyTorch on the GPU box.
+execute_process(
+  COMMAND "${FLASHMACE_PYTHON}" -c "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__)"
+  OUTPUT_VARIABLE _torch_out RESULT_VARIABLE _torch_rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT _torch_rc EQUAL 0)
+  message(FATAL_ERROR "flashmace needs LibTorch from the Python torch package, but '${FLASHMACE_PYTHON}' "
+                      "cannot import torch. Run tools/install_deps.sh, or pass -DFLASHMACE_PYTHON=<python with torch>.")
+endif()
+string(REPLACE "\n" ";" _torch_out "${_torch_out}")
+list(GET _torch_out 0 _torch_prefix)
+list(GET _torch_out 1 FLASHMACE_TORCH_VERSION)
+list(APPEND CMAKE_PREFIX_PATH "${_torch_prefix}")
+find_package(Torch REQUIRED)
+message(STATUS "flashmace: torch ${FLASHMACE_TORCH_VERSION} from ${_torch_prefix}")
+
+add_library(flashmace_torch INTERFACE)
+target_link_libraries(flashmace_torch INTERFACE ${TORCH_LIBRARIES})
+# Torch's own headers as SYSTEM so -Wall -Wextra speaks only about our code.
+target_include_directories(flashmace_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+target_compile_options(flashmace_torch INTERFACE ${TORCH_CXX_FLAGS})

@@ -1,0 +1,63 @@
+#pragma once
+// The hyperparameters of a MACE model as stored in a flashmace model file (docs/model-format.md).
+// Everything the math needs that is not a tensor lives here; tensors keep MACE's state_dict keys.
+#include <string>
+#include <vector>
+
+#include "core/irreps.h"
+
+namespace flashmace {
+
+constexpr const char* kFormatName = "flashmace";
+constexpr int kFormatVersion = 1;
+constexpr const char* kMetadataKey = "flashmace";  // safetensors __metadata__ key of the JSON
+
+struct MaceConfig {
+  std::string model_class = "ScaleShiftMACE";
+  std::string dtype = "float64";  // dtype of the stored float tensors
+  double r_max = 0;
+  int num_bessel = 0;
+  int num_polynomial_cutoff = 0;
+  std::string radial_type = "bessel";
+  std::string distance_transform;  // "" (none), "Agnesi" or "Soft"
+  bool pair_repulsion = false;
+  int max_ell = 0;
+  std::string hidden_irreps;
+  std::string mlp_irreps;
+  std::string gate = "silu";
+  int num_interactions = 0;
+  std::vector<int> correlation;  // one per interaction
+  std::string interaction_cls_first;
+  std::string interaction_cls;
+  std::string readout_cls = "NonLinearReadoutBlock";
+  std::vector<int> radial_mlp;
+  std::vector<int> atomic_numbers;  // ascending; the element index is the position here
+  std::vector<double> atomic_energies;
+  std::vector<double> avg_num_neighbors;  // one per interaction
+  double scale = 1.0;
+  double shift = 0.0;
+  std::vector<std::string> heads;
+  std::string provenance_json = "{}";  // free-form, kept verbatim
+
+  // Derived quantities.
+  int num_elements() const { return static_cast<int>(atomic_numbers.size()); }
+  Irreps hidden() const { return Irreps::parse(hidden_irreps); }
+  int channels() const;                         // multiplicity of the 0e block of hidden irreps
+  Irreps sh_irreps() const { return Irreps::spherical_harmonics(max_ell); }
+  Irreps interaction_target() const;            // (sh * C).sort().simplify()
+  Irreps layer_input(int t) const;              // node features entering interaction t
+  Irreps layer_output(int t) const;             // hidden irreps out of product t
+  const std::string& interaction_class(int t) const { return t == 0 ? interaction_cls_first : interaction_cls; }
+  bool residual(int t) const { return interaction_class(t).find("Residual") != std::string::npos; }
+  bool density(int t) const { return interaction_class(t).find("Density") != std::string::npos; }
+  int element_index(int atomic_number) const;   // -1 if the model does not know the element
+};
+
+// Parse and validate the metadata JSON; `where` names the file in error messages.
+MaceConfig parse_mace_config(const std::string& json_text, const std::string& where);
+std::string mace_config_to_json(const MaceConfig& config);
+
+const char* element_symbol(int atomic_number);     // "" outside 1..118
+int atomic_number_from_symbol(const std::string& symbol);  // 0 if unknown
+
+}  // namespace flashmace

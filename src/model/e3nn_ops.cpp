@@ -1,0 +1,116 @@
+#include "model/e3nn_ops.h"
+
+#include <cmath>
+
+namespace flashmace {
+
+at::Tensor normalized_silu(const at::Tensor& x) { return at::silu(x) * kSiluNormalization; }
+
+std::vector<at::Tensor> split_irreps(const at::Tensor& x, const Irreps& irreps) {
+  std::vector<at::Tensor> blocks;
+  int64_t offset = 0;
+  for (const auto& b : irreps.blocks()) {
+    blocks.push_back(x.narrow(1, offset, b.dim()).reshape({x.size(0), b.mul, b.ir.dim()}));
+    offset += b.dim();
+  }
+  return blocks;
+}
+
+namespace {
+
+at::Tensor join_blocks(const std::vector<at::Tensor>& blocks, int64_t n) {
+  std::vector<at::Tensor> flat;
+  for (const auto& b : blocks) flat.push_back(b.reshape({n, -1}));
+  return at::cat(flat, 1);
+}
+
+}  // namespace
+
+at::Tensor e3nn_linear(const at::Tensor& x, const at::Tensor& weight, const Irreps& in, const Irreps& out) {
+  const int64_t n = x.size(0);
+  const auto xs = split_irreps(x, in);
+  std::vector<at::Tensor> ys;
+  int64_t offset = 0;
+  std::vector<at::Tensor> acc(out.size());
+  std::vector<int> fan(out.size(), 0);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    for (std::size_t o = 0; o < out.size(); ++o)
+      if (in[i].ir == out[o].ir) fan[o] += in[i].mul;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    for (std::size_t o = 0; o < out.size(); ++o) {
+      if (in[i].ir != out[o].ir) continue;
+      const int64_t numel = static_cast<int64_t>(in[i].mul) * out[o].mul;
+      const at::Tensor w = weight.narrow(0, offset, numel).reshape({in[i].mul, out[o].mul});
+      offset += numel;
+      // [N, mul_in, d] -> [N, d, mul_in] @ [mul_in, mul_out] -> [N, mul_out, d]
+      at::Tensor y = at::matmul(xs[i].transpose(1, 2), w).transpose(1, 2) / std::sqrt(static_cast<double>(fan[o]));
+      acc[o] = acc[o].defined() ? acc[o] + y : y;
+    }
+  }
+  for (std::size_t o = 0; o < out.size(); ++o)
+    ys.push_back(acc[o].defined() ? acc[o] : at::zeros({n, out[o].mul, out[o].ir.dim()}, x.options()));
+  return join_blocks(ys, n);
+}
+
+at::Tensor element_linear(const at::Tensor& x, const at::Tensor& species, const at::Tensor& weight, const Irreps& in,
+                          int num_elements, const Irreps& out) {
+  const int64_t n = x.size(0);
+  const auto xs = split_irreps(x, in);
+  std::vector<int> fan(out.size(), 0);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    for (std::size_t o = 0; o < out.size(); ++o)
+      if (in[i].ir == out[o].ir) fan[o] += in[i].mul * num_elements;
+  std::vector<at::Tensor> acc(out.size());
+  int64_t offset = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    for (std::size_t o = 0; o < out.size(); ++o) {
+      if (in[i].ir != out[o].ir) continue;
+      const int64_t numel = static_cast<int64_t>(in[i].mul) * num_elements * out[o].mul;
+      // [mul_in, Z, mul_out] -> per node [N, mul_out, mul_in] gathered by element
+      const at::Tensor w = weight.narrow(0, offset, numel).reshape({in[i].mul, num_elements, out[o].mul});
+      offset += numel;
+      const at::Tensor wn = w.index_select(1, species).permute({1, 2, 0});
+      at::Tensor y = at::bmm(wn, xs[i]) / std::sqrt(static_cast<double>(fan[o]));
+      acc[o] = acc[o].defined() ? acc[o] + y : y;
+    }
+  }
+  std::vector<at::Tensor> ys;
+  for (std::size_t o = 0; o < out.size(); ++o)
+    ys.push_back(acc[o].defined() ? acc[o] : at::zeros({n, out[o].mul, out[o].ir.dim()}, x.options()));
+  return join_blocks(ys, n);
+}
+
+at::Tensor conv_tensor_product(const at::Tensor& x1, const at::Tensor& sh, const at::Tensor& weights,
+                               const Irreps& in1, const Irreps& sh_irreps, const ConvTPLayout& layout,
+                               const std::vector<at::Tensor>& w3j) {
+  const int64_t e = x1.size(0);
+  const auto xs = split_irreps(x1, in1);
+  const auto ys = split_irreps(sh, sh_irreps);
+  std::vector<at::Tensor> outs(layout.mid.size());
+  int64_t offset = 0;
+  for (std::size_t p = 0; p < layout.paths.size(); ++p) {
+    const ConvTPPath& path = layout.paths[p];
+    const int mul = in1[path.i1].mul;
+    const int l3 = layout.mid[path.k].ir.l;
+    const at::Tensor w = weights.narrow(1, offset, mul).unsqueeze(-1);  // [E, mul, 1]
+    offset += mul;
+    // sum_{m2} C[m1,m2,m3] Y[e,m2] -> [E, d1, d3]; then x1 [E, mul, d1] @ that -> [E, mul, d3]
+    const at::Tensor cy = at::einsum("ijk,ej->eik", {w3j[p], ys[path.i2].select(1, 0)});
+    const double alpha = std::sqrt(2.0 * l3 + 1.0);  // mace_spec.md 5.2: fan = 1 per output block
+    outs[path.k] = alpha * w * at::bmm(xs[path.i1], cy);
+  }
+  std::vector<at::Tensor> flat;
+  for (const auto& o : outs) flat.push_back(o.reshape({e, -1}));
+  return at::cat(flat, 1);
+}
+
+at::Tensor radial_mlp(const at::Tensor& x, const std::vector<at::Tensor>& layers) {
+  at::Tensor h = x;
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    h = at::matmul(h, layers[k]) / std::sqrt(static_cast<double>(layers[k].size(0)));
+    if (k + 1 < layers.size()) h = normalized_silu(h);
+  }
+  return h;
+}
+
+}  // namespace flashmace

@@ -1,0 +1,108 @@
+#include "model/mace_forward.h"
+
+#include <cmath>
+
+#include "model/e3nn_ops.h"
+#include "model/radial.h"
+#include "model/spherical_harmonics.h"
+
+namespace flashmace {
+
+namespace {
+
+at::Tensor scatter_sum(const at::Tensor& src, const at::Tensor& index, int64_t n) {
+  std::vector<int64_t> shape = src.sizes().vec();
+  shape[0] = n;
+  return at::zeros(shape, src.options()).index_add(0, index, src);
+}
+
+void record(Trace* trace, const std::string& name, const at::Tensor& t) {
+  if (trace) (*trace)[name] = t.detach();
+}
+
+// Radial edge features (mace_spec.md 3.3): Bessel basis of the (optionally transformed)
+// distance times the polynomial envelope of the raw distance.
+at::Tensor edge_features(const MaceParams& m, const at::Tensor& r, const at::Tensor& z_sender,
+                         const at::Tensor& z_receiver) {
+  at::Tensor rb = r;
+  if (m.config.distance_transform == "Agnesi")
+    rb = agnesi_transform(r, covalent_radius_sum(m.transform_covalent_radii, z_sender, z_receiver), m.transform_q,
+                          m.transform_p, m.transform_a);
+  else if (m.config.distance_transform == "Soft")
+    rb = soft_transform(r, covalent_radius_sum(m.transform_covalent_radii, z_sender, z_receiver), m.transform_alpha);
+  return bessel_basis(rb, m.bessel_weights, m.config.r_max) * polynomial_cutoff(r, m.r_max, m.cutoff_p);
+}
+
+// One RealAgnostic*InteractionBlock (mace_spec.md 6): returns A [N, C, K] and sc (or undefined).
+std::pair<at::Tensor, at::Tensor> interaction(const MaceParams& m, const InteractionParams& L, const GraphTensors& g,
+                                              const at::Tensor& h, const at::Tensor& sh, const at::Tensor& ef) {
+  const int64_t n = h.size(0);
+  const int Z = m.config.num_elements();
+  at::Tensor sc;
+  if (L.residual) sc = element_linear(h, g.species, L.skip_tp, L.in, Z, L.out);
+  const at::Tensor hu = e3nn_linear(h, L.linear_up, L.in, L.in);
+  const at::Tensor R = radial_mlp(ef, L.radial_layers);
+  const at::Tensor msg = conv_tensor_product(hu.index_select(0, g.sender), sh, R, L.in, m.sh, L.tp, L.tp_w3j);
+  at::Tensor M = e3nn_linear(scatter_sum(msg, g.receiver, n), L.linear, L.tp.mid, L.target);
+  if (L.density) {
+    // mace_spec.md 6.3: normalise by (1 + smooth neighbour density) instead of avg_num_neighbors
+    const double nb = static_cast<double>(L.density_weight.size(0));
+    const at::Tensor d = at::tanh(at::pow(at::matmul(ef, L.density_weight) / std::sqrt(nb), 2));
+    M = M / (scatter_sum(d, g.receiver, n) + 1.0);
+  } else {
+    M = M / L.avg_num_neighbors;
+  }
+  if (!L.residual) M = element_linear(M, g.species, L.skip_tp, L.target, Z, L.target);
+  // reshape_irreps: [N, dim] -> per block [N, C, 2l+1] -> concatenated on the last axis
+  const auto blocks = split_irreps(M, L.target);
+  return {at::cat(blocks, 2), sc};
+}
+
+at::Tensor readout(const InteractionParams& L, const at::Tensor& h, int channels, bool last, const Irreps& mlp) {
+  const Irreps scalar_in = Irreps::scalars(channels);
+  const at::Tensor h0 = h.narrow(1, 0, channels);  // only the 0e block reaches the readout
+  const Irreps one = Irreps::scalars(1);
+  if (!last) return e3nn_linear(h0, L.readout[0], scalar_in, one);
+  const at::Tensor z = normalized_silu(e3nn_linear(h0, L.readout[0], scalar_in, mlp));
+  return e3nn_linear(z, L.readout[1], mlp, one);
+}
+
+}  // namespace
+
+at::Tensor mace_interaction_energy(const MaceParams& m, const GraphTensors& g, const at::Tensor& v, Trace* trace) {
+  const MaceConfig& c = m.config;
+  const int64_t n = g.species.size(0);
+  const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
+  const at::Tensor z_node = m.atomic_numbers.index_select(0, g.species);
+  const at::Tensor z_sender = z_node.index_select(0, g.sender), z_receiver = z_node.index_select(0, g.receiver);
+
+  const at::Tensor sh = spherical_harmonics(v, c.max_ell);
+  const at::Tensor ef = edge_features(m, r, z_sender, z_receiver);
+  at::Tensor h = m.node_embedding.index_select(0, g.species) / std::sqrt(static_cast<double>(c.num_elements()));
+  record(trace, "edge_attrs", sh);
+  record(trace, "edge_feats", ef);
+  record(trace, "embedding", h);
+
+  at::Tensor energy = at::zeros({n}, v.options());
+  if (m.zbl) energy = energy + scatter_sum(zbl_edge_energy(r, z_sender, z_receiver, m.zbl_params), g.receiver, n).squeeze(1);
+
+  const Irreps mlp = Irreps::parse(c.mlp_irreps);
+  for (int t = 0; t < c.num_interactions; ++t) {
+    const InteractionParams& L = m.layers[t];
+    const std::string prefix = "layer" + std::to_string(t) + ".";
+    auto [A, sc] = interaction(m, L, g, h, sh, ef);
+    record(trace, prefix + "interaction_message", A);
+    if (sc.defined()) record(trace, prefix + "interaction_sc", sc);
+    std::vector<at::Tensor> parts;
+    for (const auto& cw : L.contractions) parts.push_back(symmetric_contraction(A, g.species, cw));
+    h = e3nn_linear(at::cat(parts, 1), L.product_linear, L.out, L.out);
+    if (sc.defined()) h = h + sc;
+    record(trace, prefix + "product_out", h);
+    const at::Tensor e = readout(L, h, c.channels(), t == c.num_interactions - 1, mlp);
+    record(trace, prefix + "readout", e);
+    energy = energy + e.squeeze(1);
+  }
+  return c.scale * energy + c.shift;
+}
+
+}  // namespace flashmace

@@ -1,0 +1,27 @@
+#pragma once
+// The reference path: MACE's forward pass as a direct transcription of mace_spec.md, one
+// function per block, plain ATen ops so that autograd gives forces. The oracle for fast paths.
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+
+#include "model/mace_params.h"
+
+namespace flashmace {
+
+struct GraphTensors {
+  at::Tensor species;         // [N] int64 element index (position in the model's atomic_numbers)
+  at::Tensor sender;          // [E] int64
+  at::Tensor receiver;        // [E] int64
+};
+
+// Optional named intermediates (the same names as the shared reference files use).
+using Trace = std::map<std::string, at::Tensor>;
+
+// Interaction energy per node, scale * (ZBL + sum of readouts) + shift (mace_spec.md 8), from
+// edge vectors v_e = x[receiver] - x[sender] + shift_e ([E, 3]). E0 is not included.
+at::Tensor mace_interaction_energy(const MaceParams& model, const GraphTensors& graph, const at::Tensor& edge_vectors,
+                                   Trace* trace = nullptr);
+
+}  // namespace flashmace

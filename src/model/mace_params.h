@@ -1,0 +1,50 @@
+#pragma once
+// A MACE model's tensors, moved to one dtype and device and grouped by block, plus the layouts
+// (irreps, tensor-product paths) the forward pass needs. Built once from a ModelFile.
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "core/irreps.h"
+#include "core/model_file.h"
+#include "model/radial.h"
+#include "model/symmetric_contraction.h"
+
+namespace flashmace {
+
+struct InteractionParams {
+  Irreps in, out, target;  // node features in, hidden irreps out of the product, message irreps
+  ConvTPLayout tp;
+  std::vector<at::Tensor> tp_w3j;  // one per tp path
+  bool residual = false;
+  bool density = false;
+  double avg_num_neighbors = 1.0;
+  at::Tensor linear_up, linear, skip_tp, density_weight;
+  std::vector<at::Tensor> radial_layers;
+  std::vector<ContractionWeights> contractions;  // one per block of `out`
+  at::Tensor product_linear;
+  std::vector<at::Tensor> readout;  // [w] (linear) or [w1, w2] (non-linear, last layer)
+};
+
+struct MaceParams {
+  MaceConfig config;
+  at::TensorOptions options;  // float dtype and device of every float tensor
+  Irreps sh;
+  at::Tensor atomic_numbers;  // [Z] int64
+  at::Tensor node_embedding;  // [Z, C]
+  at::Tensor atomic_energies; // [Z]
+  at::Tensor bessel_weights;
+  at::Tensor r_max;           // scalar
+  int cutoff_p = 5;
+  at::Tensor transform_q, transform_p, transform_a, transform_alpha, transform_covalent_radii;
+  bool zbl = false;
+  ZBLParameters zbl_params;
+  std::vector<InteractionParams> layers;
+
+  static MaceParams load(const ModelFile& file, at::ScalarType dtype, at::Device device);
+};
+
+// A view of a model-file tensor as an ATen tensor (copied, converted to `options`).
+at::Tensor tensor_from_file(const ModelFile& file, const std::string& key, const at::TensorOptions& options);
+
+}  // namespace flashmace

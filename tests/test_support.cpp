@@ -1,0 +1,44 @@
+#include "test_support.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace flashmace::testing {
+
+at::Tensor reference_tensor(const SafetensorsFile& f, const std::string& key) {
+  const std::vector<double> v = f.to_doubles(key);
+  return at::tensor(v, at::TensorOptions().dtype(at::kDouble)).reshape(f.tensor(key).shape);
+}
+
+Structure reference_structure(const SafetensorsFile& f, const std::string& prefix) {
+  Structure s;
+  for (double z : f.to_doubles(prefix + ".input.atomic_numbers")) s.atomic_numbers.push_back(static_cast<int>(z));
+  s.positions = f.to_doubles(prefix + ".input.positions");
+  const std::vector<double> cell = f.to_doubles(prefix + ".input.cell");
+  std::copy(cell.begin(), cell.end(), s.cell.begin());
+  const std::vector<double> pbc = f.to_doubles(prefix + ".input.pbc");
+  for (int d = 0; d < 3; ++d) s.pbc[d] = pbc[d] != 0;
+  return s;
+}
+
+Graph reference_graph(const SafetensorsFile& f, const std::string& prefix) {
+  Graph g;
+  const std::vector<double> ei = f.to_doubles(prefix + ".input.edge_index");
+  const std::vector<double> us = f.to_doubles(prefix + ".input.unit_shifts");
+  const std::size_t e = ei.size() / 2;
+  g.num_nodes = static_cast<int>(f.tensor(prefix + ".input.atomic_numbers").numel());
+  for (std::size_t k = 0; k < e; ++k) {
+    g.sender.push_back(static_cast<int64_t>(ei[k]));
+    g.receiver.push_back(static_cast<int64_t>(ei[e + k]));
+  }
+  for (double x : us) g.unit_shifts.push_back(static_cast<int>(std::lround(x)));
+  return g;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = a.size() == b.size() ? 0.0 : INFINITY;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+}  // namespace flashmace::testing

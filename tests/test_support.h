@@ -1,0 +1,27 @@
+#pragma once
+// Paths and helpers shared by the C++ tests. Locations come from CMake (tests/CMakeLists.txt).
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "core/structure.h"
+
+namespace flashmace::testing {
+
+inline std::string reference_dir() { return FLASHMACE_REFERENCE_DIR; }
+inline std::string exported_model_dir() { return FLASHMACE_EXPORTED_MODEL_DIR; }
+inline std::string reference_file(const std::string& name) { return reference_dir() + "/mace_" + name + ".safetensors"; }
+inline std::string exported_model(const std::string& name) { return exported_model_dir() + "/" + name + ".safetensors"; }
+
+// A float64 reference tensor as an ATen tensor.
+at::Tensor reference_tensor(const SafetensorsFile& f, const std::string& key);
+
+// The structure `prefix` (bulk / cluster) of a reference file and its stored edge list.
+Structure reference_structure(const SafetensorsFile& f, const std::string& prefix);
+Graph reference_graph(const SafetensorsFile& f, const std::string& prefix);
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace flashmace::testing

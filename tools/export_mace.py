@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Convert a MACE model into a flashmace model file (docs/model-format.md).
+
+Two layers:
+  * the core (no mace-torch needed): metadata_from_config() + write_model() take MACE's
+    extract_config_mace_model() dictionary and a state_dict of numpy arrays;
+  * the front end: export_model() takes a live mace-torch model object or a saved `.model` file.
+
+Usage:
+  export_mace.py MODEL.model OUT.safetensors [--dtype float32|float64]
+  export_mace.py --from-reference REF.safetensors OUT.safetensors [--dtype ...]
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+FORMAT_NAME = "flashmace"
+FORMAT_VERSION = 1
+METADATA_KEY = "flashmace"
+
+_DTYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+    "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
+}
+_NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
+
+
+def read_safetensors(path):
+    """Returns ({name: array}, {metadata key: string})."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    metadata = header.pop("__metadata__", {})
+    base = 8 + n
+    tensors = {}
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        arr = np.frombuffer(data[base + begin:base + end], dtype=np.dtype(_DTYPES[info["dtype"]]).newbyteorder("<"))
+        tensors[name] = arr.reshape(info["shape"]).copy()
+    return tensors, metadata
+
+
+def write_safetensors(path, tensors, metadata):
+    header = {"__metadata__": metadata} if metadata else {}
+    offset = 0
+    blobs = []
+    for name in sorted(tensors):
+        arr = np.ascontiguousarray(tensors[name])
+        blob = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": _NAMES[arr.dtype], "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def _name(value):
+    """Class objects, functions and e3nn Irreps in MACE's config dictionary -> plain strings."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if hasattr(value, "__name__"):
+        return value.__name__
+    return str(value)
+
+
+def _per_layer(value, layers, what):
+    values = list(np.atleast_1d(np.asarray(value, dtype=float)))
+    if len(values) == 1:
+        values = values * layers
+    if len(values) != layers:
+        raise ValueError(f"{what} has {len(values)} entries for {layers} interactions")
+    return values
+
+
+def _scalar(value, what):
+    arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    if arr.size != 1:
+        raise ValueError(f"{what} has {arr.size} values: multi-head models are not supported yet")
+    return float(arr[0])
+
+
+def metadata_from_config(config, avg_num_neighbors=None, dtype="float64", provenance=None):
+    """MACE's extract_config_mace_model() dictionary -> the flashmace metadata document."""
+    if "error" in config:
+        raise ValueError(f"MACE could not describe the model: {config['error']}")
+    layers = int(config["num_interactions"])
+    if avg_num_neighbors is None:
+        avg_num_neighbors = config["avg_num_neighbors"]
+    heads = list(config.get("heads") or ["Default"])
+    if len(heads) != 1:
+        raise ValueError(f"multi-head models are not supported yet (heads: {heads})")
+    if config.get("use_so3") or config.get("use_agnostic_product") or config.get("use_embedding_readout") \
+            or config.get("use_last_readout_only") or config.get("edge_irreps") is not None \
+            or config.get("embedding_specs") or config.get("cueq_config") is not None:
+        raise ValueError("the model uses MACE options flashmace does not implement (use_so3, agnostic product, "
+                         "edge_irreps, embedding readout or specs, or a cuEquivariance config: convert to e3nn first)")
+    correlation = [int(c) for c in np.atleast_1d(config["correlation"])]
+    if len(correlation) == 1:
+        correlation = correlation * layers
+    distance_transform = _name(config.get("distance_transform"))
+    if distance_transform in ("None", ""):
+        distance_transform = None
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "model_type": "mace",
+        "model_class": "ScaleShiftMACE",
+        "dtype": dtype,
+        "r_max": float(config["r_max"]),
+        "num_bessel": int(config["num_bessel"]),
+        "num_polynomial_cutoff": int(config["num_polynomial_cutoff"]),
+        "radial_type": _name(config.get("radial_type", "bessel")),
+        "distance_transform": distance_transform,
+        "pair_repulsion": bool(config.get("pair_repulsion", False)),
+        "apply_cutoff": bool(config.get("apply_cutoff", True)),
+        "max_ell": int(config["max_ell"]),
+        "hidden_irreps": str(config["hidden_irreps"]),
+        "MLP_irreps": str(config["MLP_irreps"]),
+        "gate": _name(config.get("gate", "silu")),
+        "num_interactions": layers,
+        "correlation": correlation,
+        "interaction_cls_first": _name(config["interaction_cls_first"]),
+        "interaction_cls": _name(config["interaction_cls"]),
+        "readout_cls": _name(config.get("readout_cls", "NonLinearReadoutBlock")),
+        "radial_MLP": [int(w) for w in config["radial_MLP"]],
+        "atomic_numbers": [int(z) for z in config["atomic_numbers"]],
+        "atomic_energies": [float(e) for e in np.asarray(config["atomic_energies"], dtype=np.float64).reshape(-1)],
+        "avg_num_neighbors": _per_layer(avg_num_neighbors, layers, "avg_num_neighbors"),
+        "scale": _scalar(config["atomic_inter_scale"], "scale"),
+        "shift": _scalar(config["atomic_inter_shift"], "shift"),
+        "heads": heads,
+        "provenance": provenance or {},
+    }
+
+
+def write_model(path, config, state_dict, avg_num_neighbors=None, dtype=None, provenance=None):
+    """Core exporter: config dict + {key: numpy array} -> flashmace model file."""
+    floats = [a.dtype for a in state_dict.values() if np.issubdtype(a.dtype, np.floating)]
+    source_dtype = "float32" if floats and all(d == np.float32 for d in floats) else "float64"
+    dtype = dtype or source_dtype
+    target = np.float64 if dtype == "float64" else np.float32
+    tensors = {}
+    for key, arr in state_dict.items():
+        arr = np.asarray(arr)
+        tensors[key] = arr.astype(target) if np.issubdtype(arr.dtype, np.floating) else arr
+    meta = metadata_from_config(config, avg_num_neighbors, dtype, provenance)
+    write_safetensors(path, tensors, {METADATA_KEY: json.dumps(meta)})
+    return meta
+
+
+def export_reference(reference_path, out_path, dtype=None):
+    """A file laid out like the shared reference cases: model.<key> tensors, config in metadata."""
+    tensors, metadata = read_safetensors(reference_path)
+    info = json.loads(metadata["json"])
+    config = info["extract_config_mace_model"]
+    state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    provenance = {"exporter": "flashmace tools/export_mace.py", "source": os.path.basename(reference_path),
+                  "source_kind": "reference file"}
+    return write_model(out_path, config, state, dtype=dtype, provenance=provenance)
+
+
+def export_model(model, out_path, dtype=None, source="live object"):
+    """Front end: a mace-torch ScaleShiftMACE object, or the path of a saved `.model` file."""
+    import torch
+    from mace.tools.scripts_utils import extract_config_mace_model
+
+    if isinstance(model, (str, os.PathLike)):
+        source = os.path.basename(str(model))
+        model = torch.load(str(model), map_location="cpu", weights_only=False)
+    config = extract_config_mace_model(model)
+    avg = [float(block.avg_num_neighbors) for block in model.interactions]
+    state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+    try:
+        import mace
+        mace_version = getattr(mace, "__version__", "unknown")
+    except ImportError:
+        mace_version = "unknown"
+    provenance = {"exporter": "flashmace tools/export_mace.py", "source": source, "source_kind": "mace-torch model",
+                  "mace_version": mace_version, "torch_version": torch.__version__}
+    return write_model(out_path, config, state, avg_num_neighbors=avg, dtype=dtype, provenance=provenance)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", nargs="?", help="mace-torch .model file")
+    parser.add_argument("output", help="flashmace model file to write (.safetensors)")
+    parser.add_argument("--from-reference", metavar="FILE", help="read a reference-layout safetensors file instead")
+    parser.add_argument("--dtype", choices=["float32", "float64"], help="convert float weights (default: keep)")
+    args = parser.parse_args(argv)
+    try:
+        if args.from_reference:
+            meta = export_reference(args.from_reference, args.output, args.dtype)
+        elif args.model:
+            meta = export_model(args.model, args.output, args.dtype)
+        else:
+            parser.error("give a MODEL file or --from-reference FILE")
+    except (ValueError, KeyError, OSError) as err:
+        print(f"export_mace.py: ERROR: {err}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.output}: {meta['hidden_irreps']}, {meta['num_interactions']} interactions, "
+          f"elements {meta['atomic_numbers']}, {meta['dtype']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
