@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Installs everything flashmace needs on Debian 12, when missing:
+#   * Debian packages (compilers, CMake/Ninja, ccache, GoogleTest, nlohmann-json, OpenMPI, LAMMPS);
+#   * the four LAMMPS headers Debian's liblammps-dev forgot (docs/lammps_integration.md 1.2), taken
+#     from the Debian source package of the installed LAMMPS version;
+#   * a Python venv with the pinned packages of tools/requirements.txt (LibTorch comes from torch).
+# Re-running it on a ready machine is fast and changes nothing.
+# Locations: FLASHMACE_CACHE (default ~/.cache/flashmace) holds venv/ and lammps-headers/.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${FLASHMACE_CACHE:-$HOME/.cache/flashmace}
+venv=${FLASHMACE_VENV:-$cache/venv}
+mkdir -p "$cache"
+
+say() { echo "install_deps: $*"; }
+
+# --- Debian packages -------------------------------------------------------------------------
+packages=(build-essential cmake ninja-build ccache git pkg-config python3 python3-venv python3-dev
+          libgtest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin liblammps-dev lammps
+          dpkg-dev xz-utils)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  say "installing Debian packages: ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- LAMMPS headers missing from liblammps-dev ------------------------------------------------
+lammps_version=$(dpkg-query -W -f='${source:Version}' liblammps-dev)
+headers="$cache/lammps-headers/$lammps_version"
+if [ ! -f "$headers/.complete" ]; then
+  say "fetching the LAMMPS $lammps_version source package for fmt/, neigh_request.h, lammpsplugin.h"
+  work=$(mktemp -d)
+  chmod 755 "$work"  # apt drops to user _apt for downloads
+  trap 'rm -rf "$work"' EXIT
+  mkdir -p "$work/lists/partial" "$work/parts"
+  # A private deb-src list built from the system's own sources; the system apt config is untouched.
+  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$work/parts/src.sources"
+  else
+    grep -h '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' > "$work/parts/src.list"
+  fi
+  apt_opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$work/parts" -o "Dir::State::Lists=$work/lists")
+  apt-get "${apt_opts[@]}" update -qq
+  (cd "$work" && apt-get "${apt_opts[@]}" source --download-only -qq "lammps=$lammps_version" 2>/dev/null)
+  tarball=$(ls "$work"/lammps_*.orig.tar.* | head -n 1)
+  mkdir -p "$work/x" "$headers"
+  tar -xf "$tarball" -C "$work/x" --wildcards '*/src/fmt/core.h' '*/src/fmt/format.h' '*/src/neigh_request.h' '*/src/lammpsplugin.h'
+  src=$(dirname "$(find "$work/x" -name neigh_request.h | head -n 1)")
+  mkdir -p "$headers/fmt"
+  cp "$src/fmt/core.h" "$src/fmt/format.h" "$headers/fmt/"
+  cp "$src/neigh_request.h" "$src/lammpsplugin.h" "$headers/"
+  touch "$headers/.complete"
+fi
+ln -sfn "$headers" "$cache/lammps-headers/current"
+
+# --- Python venv ------------------------------------------------------------------------------
+stamp="$venv/.flashmace-requirements"
+if [ ! -x "$venv/bin/python" ] || ! cmp -s "$here/requirements.txt" "$stamp"; then
+  say "installing Python packages into $venv (torch is large: a few minutes the first time)"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
+  cp "$here/requirements.txt" "$stamp"
+fi
+say "ready (venv $venv, LAMMPS headers $headers)"
