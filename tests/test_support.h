@@ -12,8 +12,12 @@ namespace flashmace::testing {
 
 inline std::string reference_dir() { return FLASHMACE_REFERENCE_DIR; }
 inline std::string exported_model_dir() { return FLASHMACE_EXPORTED_MODEL_DIR; }
-inline std::string reference_file(const std::string& name) { return reference_dir() + "/mace_" + name + ".safetensors"; }
-inline std::string exported_model(const std::string& name) { return exported_model_dir() + "/" + name + ".safetensors"; }
+inline std::string reference_file(const std::string& name) {
+  return reference_dir() + "/mace_" + name + ".safetensors";
+}
+inline std::string exported_model(const std::string& name) {
+  return exported_model_dir() + "/" + name + ".safetensors";
+}
 
 // A float64 reference tensor as an ATen tensor.
 at::Tensor reference_tensor(const SafetensorsFile& f, const std::string& key);

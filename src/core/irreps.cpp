@@ -22,7 +22,8 @@ std::string trim(const std::string& s) {
 }
 
 bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
 }  // namespace
@@ -144,7 +145,8 @@ ConvTPLayout conv_tp_layout(const Irreps& in1, const Irreps& sh, const Irreps& t
     p.k = new_index[p.k];
     layout.paths.push_back(p);
   }
-  std::stable_sort(layout.paths.begin(), layout.paths.end(), [](const ConvTPPath& x, const ConvTPPath& y) { return x.k < y.k; });
+  std::stable_sort(layout.paths.begin(), layout.paths.end(),
+                   [](const ConvTPPath& x, const ConvTPPath& y) { return x.k < y.k; });
   for (const auto& p : layout.paths) layout.weight_numel += in1[p.i1].mul;
   return layout;
 }

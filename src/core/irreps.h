@@ -28,8 +28,8 @@ class Irreps {
   Irreps() = default;
   explicit Irreps(std::vector<MulIr> blocks) : blocks_(std::move(blocks)) {}
   static Irreps parse(const std::string& text);  // throws flashmace::Error on bad syntax
-  static Irreps spherical_harmonics(int lmax);  // 1x0e+1x1o+1x2e+...
-  static Irreps scalars(int mul);               // mul x 0e
+  static Irreps spherical_harmonics(int lmax);   // 1x0e+1x1o+1x2e+...
+  static Irreps scalars(int mul);                // mul x 0e
 
   const std::vector<MulIr>& blocks() const { return blocks_; }
   std::size_t size() const { return blocks_.size(); }
@@ -40,8 +40,8 @@ class Irreps {
   bool contains(const Irrep& ir) const;
   std::string str() const;
 
-  Irreps sort() const;      // stable sort by irrep, like e3nn's Irreps.sort().irreps
-  Irreps simplify() const;  // merge adjacent equal irreps, never reorder
+  Irreps sort() const;              // stable sort by irrep, like e3nn's Irreps.sort().irreps
+  Irreps simplify() const;          // merge adjacent equal irreps, never reorder
   Irreps operator*(int mul) const;  // every multiplicity times mul
 
  private:

@@ -19,8 +19,8 @@ constexpr const char* kSymbols[] = {
     "No", "Lr", "Rf", "Db", "Sg", "Bh", "Hs", "Mt", "Ds", "Rg", "Cn", "Nh", "Fl", "Mc", "Lv", "Ts", "Og"};
 
 const std::vector<std::string> kInteractionClasses = {
-    "RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock",
-    "RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock"};
+    "RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock", "RealAgnosticDensityInteractionBlock",
+    "RealAgnosticDensityResidualInteractionBlock"};
 
 using json = nlohmann::json;
 
@@ -51,9 +51,7 @@ int MaceConfig::channels() const {
 
 Irreps MaceConfig::interaction_target() const { return (sh_irreps() * channels()).sort().simplify(); }
 
-Irreps MaceConfig::layer_input(int t) const {
-  return t == 0 ? Irreps::scalars(channels()) : layer_output(t - 1);
-}
+Irreps MaceConfig::layer_input(int t) const { return t == 0 ? Irreps::scalars(channels()) : layer_output(t - 1); }
 
 Irreps MaceConfig::layer_output(int t) const {
   return t < num_interactions - 1 ? hidden() : Irreps::scalars(channels());
@@ -186,9 +184,7 @@ std::string mace_config_to_json(const MaceConfig& c) {
   return doc.dump();
 }
 
-const char* element_symbol(int z) {
-  return (z >= 1 && z <= 118) ? kSymbols[z] : "";
-}
+const char* element_symbol(int z) { return (z >= 1 && z <= 118) ? kSymbols[z] : ""; }
 
 int atomic_number_from_symbol(const std::string& symbol) {
   for (int z = 1; z <= 118; ++z)

@@ -42,22 +42,22 @@ struct MaceConfig {
   // Derived quantities.
   int num_elements() const { return static_cast<int>(atomic_numbers.size()); }
   Irreps hidden() const { return Irreps::parse(hidden_irreps); }
-  int channels() const;                         // multiplicity of the 0e block of hidden irreps
+  int channels() const;  // multiplicity of the 0e block of hidden irreps
   Irreps sh_irreps() const { return Irreps::spherical_harmonics(max_ell); }
-  Irreps interaction_target() const;            // (sh * C).sort().simplify()
-  Irreps layer_input(int t) const;              // node features entering interaction t
-  Irreps layer_output(int t) const;             // hidden irreps out of product t
+  Irreps interaction_target() const;  // (sh * C).sort().simplify()
+  Irreps layer_input(int t) const;    // node features entering interaction t
+  Irreps layer_output(int t) const;   // hidden irreps out of product t
   const std::string& interaction_class(int t) const { return t == 0 ? interaction_cls_first : interaction_cls; }
   bool residual(int t) const { return interaction_class(t).find("Residual") != std::string::npos; }
   bool density(int t) const { return interaction_class(t).find("Density") != std::string::npos; }
-  int element_index(int atomic_number) const;   // -1 if the model does not know the element
+  int element_index(int atomic_number) const;  // -1 if the model does not know the element
 };
 
 // Parse and validate the metadata JSON; `where` names the file in error messages.
 MaceConfig parse_mace_config(const std::string& json_text, const std::string& where);
 std::string mace_config_to_json(const MaceConfig& config);
 
-const char* element_symbol(int atomic_number);     // "" outside 1..118
+const char* element_symbol(int atomic_number);             // "" outside 1..118
 int atomic_number_from_symbol(const std::string& symbol);  // 0 if unknown
 
 }  // namespace flashmace

@@ -8,7 +8,8 @@ namespace {
 
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + (shape[i] < 0 ? std::string("*") : std::to_string(shape[i]));
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + (shape[i] < 0 ? std::string("*") : std::to_string(shape[i]));
   return s + "]";
 }
 
@@ -21,7 +22,9 @@ int64_t linear_numel(const Irreps& in, const Irreps& out) {
 }
 
 bool is_float(DType d) { return d == DType::F64 || d == DType::F32; }
-bool is_integer(DType d) { return d == DType::I64 || d == DType::I32 || d == DType::I16 || d == DType::I8 || d == DType::U8; }
+bool is_integer(DType d) {
+  return d == DType::I64 || d == DType::I32 || d == DType::I16 || d == DType::I8 || d == DType::U8;
+}
 
 }  // namespace
 
@@ -111,12 +114,12 @@ ModelFile ModelFile::from_safetensors(SafetensorsFile file) {
     if (expected.kind == ExpectedTensor::Integer && !is_integer(t.dtype))
       throw Error(tw + "has dtype " + dtype_name(t.dtype) + ", expected an integer dtype");
     bool ok = t.shape.size() == expected.shape.size();
-    for (std::size_t i = 0; ok && i < t.shape.size(); ++i) ok = expected.shape[i] < 0 || expected.shape[i] == t.shape[i];
+    for (std::size_t i = 0; ok && i < t.shape.size(); ++i)
+      ok = expected.shape[i] < 0 || expected.shape[i] == t.shape[i];
     // Scalars may be stored as [] or [1].
     if (!ok && expected.shape.empty() && t.numel() == 1) ok = true;
     if (!ok) throw Error(tw + "has shape " + shape_str(t.shape) + ", expected " + shape_str(expected.shape));
-    if (expected.kind == ExpectedTensor::Float && !is_float(t.dtype))
-      throw Error(tw + "must be a float tensor");
+    if (expected.kind == ExpectedTensor::Float && !is_float(t.dtype)) throw Error(tw + "must be a float tensor");
   }
   // The element list in the metadata and in the tensors must agree.
   const std::vector<double> z = file.to_doubles("atomic_numbers");
@@ -128,13 +131,15 @@ ModelFile ModelFile::from_safetensors(SafetensorsFile file) {
     const Irreps out = m.config_.layer_output(t);
     const int nu_max = m.config_.correlation[t];
     for (std::size_t o = 0; o < out.size(); ++o) {
-      const std::string sc = "products." + std::to_string(t) + ".symmetric_contractions.contractions." + std::to_string(o) + ".";
+      const std::string sc =
+          "products." + std::to_string(t) + ".symmetric_contractions.contractions." + std::to_string(o) + ".";
       for (int nu = 1; nu <= nu_max; ++nu) {
         const std::string wkey = nu == nu_max ? sc + "weights_max" : sc + "weights." + std::to_string(nu_max - 1 - nu);
         const int64_t paths = file.tensor(sc + "U_matrix_" + std::to_string(nu)).shape.back();
         if (file.tensor(wkey).shape[1] != paths)
           throw Error(where + "tensor '" + wkey + "' has " + std::to_string(file.tensor(wkey).shape[1]) +
-                      " coupling paths but '" + sc + "U_matrix_" + std::to_string(nu) + "' has " + std::to_string(paths));
+                      " coupling paths but '" + sc + "U_matrix_" + std::to_string(nu) + "' has " +
+                      std::to_string(paths));
       }
     }
   }

@@ -18,10 +18,9 @@ struct DTypeEntry {
 };
 
 constexpr DTypeEntry kDTypes[] = {
-    {DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2},
-    {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
-    {DType::I16, "I16", 2}, {DType::I8, "I8", 1}, {DType::U8, "U8", 1},
-    {DType::BOOL, "BOOL", 1},
+    {DType::F64, "F64", 8}, {DType::F32, "F32", 4},   {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
+    {DType::I64, "I64", 8}, {DType::I32, "I32", 4},   {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
+    {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1},
 };
 
 const DTypeEntry& entry(DType dtype) {
@@ -109,8 +108,7 @@ SafetensorsFile SafetensorsFile::parse(std::vector<unsigned char> bytes, const s
       continue;
     }
     const std::string tw = where + "tensor '" + name + "': ";
-    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
-        !value.contains("data_offsets"))
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
       throw Error(tw + "bad header JSON: needs dtype, shape and data_offsets");
     TensorView view;
     if (!value["dtype"].is_string() || !parse_dtype(value["dtype"].get<std::string>(), &view.dtype))
@@ -159,14 +157,28 @@ std::vector<double> SafetensorsFile::to_doubles(const std::string& name) const {
   for (std::size_t i = 0; i < out.size(); ++i) {
     const unsigned char* p = t.data + i * step;
     switch (t.dtype) {
-      case DType::F64: out[i] = element_as_double<double>(p); break;
-      case DType::F32: out[i] = element_as_double<float>(p); break;
-      case DType::I64: out[i] = element_as_double<int64_t>(p); break;
-      case DType::I32: out[i] = element_as_double<int32_t>(p); break;
-      case DType::I16: out[i] = element_as_double<int16_t>(p); break;
-      case DType::I8: out[i] = element_as_double<int8_t>(p); break;
+      case DType::F64:
+        out[i] = element_as_double<double>(p);
+        break;
+      case DType::F32:
+        out[i] = element_as_double<float>(p);
+        break;
+      case DType::I64:
+        out[i] = element_as_double<int64_t>(p);
+        break;
+      case DType::I32:
+        out[i] = element_as_double<int32_t>(p);
+        break;
+      case DType::I16:
+        out[i] = element_as_double<int16_t>(p);
+        break;
+      case DType::I8:
+        out[i] = element_as_double<int8_t>(p);
+        break;
       case DType::U8:
-      case DType::BOOL: out[i] = element_as_double<uint8_t>(p); break;
+      case DType::BOOL:
+        out[i] = element_as_double<uint8_t>(p);
+        break;
       default:
         throw Error("File " + path_ + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype) +
                     ", which cannot be read as numbers here");
@@ -185,9 +197,8 @@ std::vector<unsigned char> serialize_safetensors(const std::map<std::string, std
     for (int64_t d : t.shape) numel *= d;
     if (t.bytes.size() != static_cast<std::size_t>(numel) * dtype_size(t.dtype))
       throw Error("Cannot write tensor '" + name + "': byte count does not match its dtype and shape");
-    header[name] = {{"dtype", dtype_name(t.dtype)},
-                    {"shape", t.shape},
-                    {"data_offsets", {offset, offset + t.bytes.size()}}};
+    header[name] = {
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   std::string text = header.dump();

@@ -26,14 +26,15 @@ double Structure::volume() const {
 void check_structure(const Structure& s) {
   if (s.size() == 0) throw Error("Empty structure: there are no atoms to evaluate");
   if (s.positions.size() != 3 * s.atomic_numbers.size())
-    throw Error("Structure has " + std::to_string(s.positions.size()) + " coordinates for " +
-                std::to_string(s.size()) + " atoms");
+    throw Error("Structure has " + std::to_string(s.positions.size()) + " coordinates for " + std::to_string(s.size()) +
+                " atoms");
   for (int i = 0; i < s.size(); ++i)
     for (int d = 0; d < 3; ++d)
       if (!std::isfinite(s.positions[3 * i + d]))
         throw Error("Atom " + std::to_string(i) + " has a non-finite coordinate (NaN or inf)");
   for (int d = 0; d < 3; ++d)
-    if (s.pbc[d] && !(std::isfinite(s.cell[3 * d]) && std::isfinite(s.cell[3 * d + 1]) && std::isfinite(s.cell[3 * d + 2])))
+    if (s.pbc[d] &&
+        !(std::isfinite(s.cell[3 * d]) && std::isfinite(s.cell[3 * d + 1]) && std::isfinite(s.cell[3 * d + 2])))
       throw Error("Cell vector " + std::to_string(d) + " is not finite");
   if (s.periodic() && !(s.volume() > 1e-8))
     throw Error("Periodic structure with a degenerate cell (volume " + std::to_string(s.volume()) + " A^3)");
@@ -79,7 +80,8 @@ Graph build_neighbor_list(const Structure& s, double cutoff, double min_distance
   std::array<int64_t, 3> nbin;
   for (int d = 0; d < 3; ++d) nbin[d] = std::max<int64_t>(1, static_cast<int64_t>((hi[d] - lo[d]) / cutoff));
   auto bin_of = [&](const double* p, int d) {
-    return std::min<int64_t>(nbin[d] - 1, std::max<int64_t>(0, static_cast<int64_t>((p[d] - lo[d]) / (hi[d] - lo[d]) * nbin[d])));
+    return std::min<int64_t>(nbin[d] - 1,
+                             std::max<int64_t>(0, static_cast<int64_t>((p[d] - lo[d]) / (hi[d] - lo[d]) * nbin[d])));
   };
   struct Image {
     int atom;
@@ -98,7 +100,8 @@ Graph build_neighbor_list(const Structure& s, double cutoff, double min_distance
             inside = inside && im.pos[d] >= lo[d] && im.pos[d] <= hi[d];
           }
           if (!inside) continue;
-          const int64_t key = (bin_of(im.pos.data(), 0) * nbin[1] + bin_of(im.pos.data(), 1)) * nbin[2] + bin_of(im.pos.data(), 2);
+          const int64_t key =
+              (bin_of(im.pos.data(), 0) * nbin[1] + bin_of(im.pos.data(), 1)) * nbin[2] + bin_of(im.pos.data(), 2);
           bins[key].push_back(im);
         }
 

@@ -9,9 +9,9 @@
 namespace flashmace {
 
 struct Structure {
-  std::vector<int> atomic_numbers;     // [N]
-  std::vector<double> positions;       // [N*3], Angstrom
-  std::array<double, 9> cell{};        // rows are lattice vectors
+  std::vector<int> atomic_numbers;  // [N]
+  std::vector<double> positions;    // [N*3], Angstrom
+  std::array<double, 9> cell{};     // rows are lattice vectors
   std::array<bool, 3> pbc{false, false, false};
   int size() const { return static_cast<int>(atomic_numbers.size()); }
   bool periodic() const { return pbc[0] || pbc[1] || pbc[2]; }

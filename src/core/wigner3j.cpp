@@ -29,8 +29,7 @@ double clebsch_gordan(int j1, int m1, int j2, int m2, int j3, int m3) {
   const long double pre =
       (2.0L * j3 + 1.0L) * factorial(j3 + j1 - j2) * factorial(j3 - j1 + j2) * factorial(j1 + j2 - j3) *
       factorial(j3 + m3) * factorial(j3 - m3) /
-      (factorial(j1 + j2 + j3 + 1) * factorial(j1 - m1) * factorial(j1 + m1) * factorial(j2 - m2) *
-       factorial(j2 + m2));
+      (factorial(j1 + j2 + j3 + 1) * factorial(j1 - m1) * factorial(j1 + m1) * factorial(j2 - m2) * factorial(j2 + m2));
   long double sum = 0;
   for (int v = vmin; v <= vmax; ++v) {
     const long double sign = ((v + j2 + m2) % 2 == 0) ? 1.0L : -1.0L;
@@ -67,7 +66,8 @@ std::vector<double> compute(int l1, int l2, int l3) {
   for (int m1 = -l1; m1 <= l1; ++m1)
     for (int m2 = -l2; m2 <= l2; ++m2) {
       const int m3 = m1 + m2;
-      if (std::abs(m3) <= l3) cg[((l1 + m1) * d2 + (l2 + m2)) * d3 + (l3 + m3)] = clebsch_gordan(l1, m1, l2, m2, l3, m3);
+      if (std::abs(m3) <= l3)
+        cg[((l1 + m1) * d2 + (l2 + m2)) * d3 + (l3 + m3)] = clebsch_gordan(l1, m1, l2, m2, l3, m3);
     }
   const auto q1 = real_to_complex(l1), q2 = real_to_complex(l2), q3 = real_to_complex(l3);
   std::vector<double> out(d1 * d2 * d3, 0.0);

@@ -20,7 +20,7 @@ namespace {
 
 at::Tensor join_blocks(const std::vector<at::Tensor>& blocks, int64_t n) {
   std::vector<at::Tensor> flat;
-  for (const auto& b : blocks) flat.push_back(b.reshape({n, -1}));
+  for (const auto& b : blocks) flat.push_back(b.reshape({n, b.size(1) * b.size(2)}));  // explicit: n may be 0
   return at::cat(flat, 1);
 }
 
@@ -80,8 +80,8 @@ at::Tensor element_linear(const at::Tensor& x, const at::Tensor& species, const 
   return join_blocks(ys, n);
 }
 
-at::Tensor conv_tensor_product(const at::Tensor& x1, const at::Tensor& sh, const at::Tensor& weights,
-                               const Irreps& in1, const Irreps& sh_irreps, const ConvTPLayout& layout,
+at::Tensor conv_tensor_product(const at::Tensor& x1, const at::Tensor& sh, const at::Tensor& weights, const Irreps& in1,
+                               const Irreps& sh_irreps, const ConvTPLayout& layout,
                                const std::vector<at::Tensor>& w3j) {
   const int64_t e = x1.size(0);
   const auto xs = split_irreps(x1, in1);
@@ -100,7 +100,7 @@ at::Tensor conv_tensor_product(const at::Tensor& x1, const at::Tensor& sh, const
     outs[path.k] = alpha * w * at::bmm(xs[path.i1], cy);
   }
   std::vector<at::Tensor> flat;
-  for (const auto& o : outs) flat.push_back(o.reshape({e, -1}));
+  for (const auto& o : outs) flat.push_back(o.reshape({e, o.size(1) * o.size(2)}));  // explicit: e may be 0
   return at::cat(flat, 1);
 }
 

@@ -23,9 +23,8 @@ at::Tensor element_linear(const at::Tensor& x, const at::Tensor& species, const 
 
 // The "uvu" conv tensor product with per-edge weights (spec 5.2). x1: [E, dim(in1)] sender
 // features, sh: [E, dim(sh)], weights: [E, layout.weight_numel]; w3j[p] is path p's coupling.
-at::Tensor conv_tensor_product(const at::Tensor& x1, const at::Tensor& sh, const at::Tensor& weights,
-                               const Irreps& in1, const Irreps& sh_irreps, const ConvTPLayout& layout,
-                               const std::vector<at::Tensor>& w3j);
+at::Tensor conv_tensor_product(const at::Tensor& x1, const at::Tensor& sh, const at::Tensor& weights, const Irreps& in1,
+                               const Irreps& sh_irreps, const ConvTPLayout& layout, const std::vector<at::Tensor>& w3j);
 
 // e3nn FullyConnectedNet without biases: silu-normalised hidden layers, linear last (spec 3.4).
 at::Tensor radial_mlp(const at::Tensor& x, const std::vector<at::Tensor>& layers);

@@ -84,7 +84,8 @@ at::Tensor mace_interaction_energy(const MaceParams& m, const GraphTensors& g, c
   record(trace, "embedding", h);
 
   at::Tensor energy = at::zeros({n}, v.options());
-  if (m.zbl) energy = energy + scatter_sum(zbl_edge_energy(r, z_sender, z_receiver, m.zbl_params), g.receiver, n).squeeze(1);
+  if (m.zbl)
+    energy = energy + scatter_sum(zbl_edge_energy(r, z_sender, z_receiver, m.zbl_params), g.receiver, n).squeeze(1);
 
   const Irreps mlp = Irreps::parse(c.mlp_irreps);
   for (int t = 0; t < c.num_interactions; ++t) {

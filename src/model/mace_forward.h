@@ -11,9 +11,9 @@
 namespace flashmace {
 
 struct GraphTensors {
-  at::Tensor species;         // [N] int64 element index (position in the model's atomic_numbers)
-  at::Tensor sender;          // [E] int64
-  at::Tensor receiver;        // [E] int64
+  at::Tensor species;   // [N] int64 element index (position in the model's atomic_numbers)
+  at::Tensor sender;    // [E] int64
+  at::Tensor receiver;  // [E] int64
 };
 
 // Optional named intermediates (the same names as the shared reference files use).

@@ -8,16 +8,26 @@ namespace {
 
 at::ScalarType scalar_type_of(DType d) {
   switch (d) {
-    case DType::F64: return at::kDouble;
-    case DType::F32: return at::kFloat;
-    case DType::I64: return at::kLong;
-    case DType::I32: return at::kInt;
-    case DType::I16: return at::kShort;
-    case DType::I8: return at::kChar;
-    case DType::U8: return at::kByte;
-    case DType::BOOL: return at::kBool;
-    case DType::F16: return at::kHalf;
-    case DType::BF16: return at::kBFloat16;
+    case DType::F64:
+      return at::kDouble;
+    case DType::F32:
+      return at::kFloat;
+    case DType::I64:
+      return at::kLong;
+    case DType::I32:
+      return at::kInt;
+    case DType::I16:
+      return at::kShort;
+    case DType::I8:
+      return at::kChar;
+    case DType::U8:
+      return at::kByte;
+    case DType::BOOL:
+      return at::kBool;
+    case DType::F16:
+      return at::kHalf;
+    case DType::BF16:
+      return at::kBFloat16;
   }
   return at::kDouble;
 }
@@ -27,8 +37,8 @@ at::ScalarType scalar_type_of(DType d) {
 at::Tensor tensor_from_file(const ModelFile& file, const std::string& key, const at::TensorOptions& options) {
   const TensorView& v = file.tensor(key);
   // from_blob does not own the bytes: clone before converting so the result outlives the file.
-  const at::Tensor raw = at::from_blob(const_cast<unsigned char*>(v.data), v.shape,
-                                       at::TensorOptions().dtype(scalar_type_of(v.dtype)));
+  const at::Tensor raw =
+      at::from_blob(const_cast<unsigned char*>(v.data), v.shape, at::TensorOptions().dtype(scalar_type_of(v.dtype)));
   return raw.clone().to(options);
 }
 
@@ -64,8 +74,9 @@ MaceParams MaceParams::load(const ModelFile& file, at::ScalarType dtype, at::Dev
     m.zbl_params.covalent_radii = tensor_from_file(file, "pair_repulsion_fn.covalent_radii", f);
     m.zbl_params.a_exp = tensor_from_file(file, "pair_repulsion_fn.a_exp", f).reshape({});
     m.zbl_params.a_prefactor = tensor_from_file(file, "pair_repulsion_fn.a_prefactor", f).reshape({});
-    m.zbl_params.p = file.has("pair_repulsion_fn.p") ? static_cast<int>(file.file().to_doubles("pair_repulsion_fn.p")[0])
-                                                     : c.num_polynomial_cutoff;
+    m.zbl_params.p = file.has("pair_repulsion_fn.p")
+                         ? static_cast<int>(file.file().to_doubles("pair_repulsion_fn.p")[0])
+                         : c.num_polynomial_cutoff;
   }
 
   const Irreps target = c.interaction_target();
@@ -91,7 +102,8 @@ MaceParams MaceParams::load(const ModelFile& file, at::ScalarType dtype, at::Dev
     L.skip_tp = tensor_from_file(file, it + "skip_tp.weight", f);
     if (L.density) L.density_weight = tensor_from_file(file, it + "density_fn.layer0.weight", f);
     for (std::size_t k = 0; k <= c.radial_mlp.size(); ++k)
-      L.radial_layers.push_back(tensor_from_file(file, it + "conv_tp_weights.layer" + std::to_string(k) + ".weight", f));
+      L.radial_layers.push_back(
+          tensor_from_file(file, it + "conv_tp_weights.layer" + std::to_string(k) + ".weight", f));
     const int nu_max = c.correlation[t];
     for (std::size_t o = 0; o < L.out.size(); ++o) {
       const std::string sc = pr + "symmetric_contractions.contractions." + std::to_string(o) + ".";
@@ -110,7 +122,8 @@ MaceParams MaceParams::load(const ModelFile& file, at::ScalarType dtype, at::Dev
     if (t < c.num_interactions - 1)
       L.readout = {tensor_from_file(file, ro + "linear.weight", f)};
     else
-      L.readout = {tensor_from_file(file, ro + "linear_1.weight", f), tensor_from_file(file, ro + "linear_2.weight", f)};
+      L.readout = {tensor_from_file(file, ro + "linear_1.weight", f),
+                   tensor_from_file(file, ro + "linear_2.weight", f)};
     m.layers.push_back(std::move(L));
   }
   return m;

@@ -30,11 +30,11 @@ struct MaceParams {
   MaceConfig config;
   at::TensorOptions options;  // float dtype and device of every float tensor
   Irreps sh;
-  at::Tensor atomic_numbers;  // [Z] int64
-  at::Tensor node_embedding;  // [Z, C]
-  at::Tensor atomic_energies; // [Z]
+  at::Tensor atomic_numbers;   // [Z] int64
+  at::Tensor node_embedding;   // [Z, C]
+  at::Tensor atomic_energies;  // [Z]
   at::Tensor bessel_weights;
-  at::Tensor r_max;           // scalar
+  at::Tensor r_max;  // scalar
   int cutoff_p = 5;
   at::Tensor transform_q, transform_p, transform_a, transform_alpha, transform_covalent_radii;
   bool zbl = false;

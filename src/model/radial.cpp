@@ -12,12 +12,13 @@ at::Tensor bessel_basis(const at::Tensor& r, const at::Tensor& bessel_weights, d
 at::Tensor polynomial_cutoff(const at::Tensor& r, const at::Tensor& r_max, int p) {
   const double pd = p;
   const at::Tensor u = r / r_max;
-  const at::Tensor envelope = 1.0 - (pd + 1.0) * (pd + 2.0) / 2.0 * at::pow(u, p) + pd * (pd + 2.0) * at::pow(u, p + 1) -
-                              pd * (pd + 1.0) / 2.0 * at::pow(u, p + 2);
+  const at::Tensor envelope = 1.0 - (pd + 1.0) * (pd + 2.0) / 2.0 * at::pow(u, p) +
+                              pd * (pd + 2.0) * at::pow(u, p + 1) - pd * (pd + 1.0) / 2.0 * at::pow(u, p + 2);
   return envelope * (r < r_max).to(r.scalar_type());
 }
 
-at::Tensor covalent_radius_sum(const at::Tensor& covalent_radii, const at::Tensor& z_sender, const at::Tensor& z_receiver) {
+at::Tensor covalent_radius_sum(const at::Tensor& covalent_radii, const at::Tensor& z_sender,
+                               const at::Tensor& z_receiver) {
   return (covalent_radii.index_select(0, z_sender) + covalent_radii.index_select(0, z_receiver)).unsqueeze(1);
 }
 

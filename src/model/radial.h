@@ -12,7 +12,8 @@ at::Tensor bessel_basis(const at::Tensor& r, const at::Tensor& bessel_weights, d
 at::Tensor polynomial_cutoff(const at::Tensor& r, const at::Tensor& r_max, int p);
 
 // Per-edge covalent-radius sums: cov[Z_sender] + cov[Z_receiver] ([E, 1]).
-at::Tensor covalent_radius_sum(const at::Tensor& covalent_radii, const at::Tensor& z_sender, const at::Tensor& z_receiver);
+at::Tensor covalent_radius_sum(const at::Tensor& covalent_radii, const at::Tensor& z_sender,
+                               const at::Tensor& z_receiver);
 
 at::Tensor agnesi_transform(const at::Tensor& r, const at::Tensor& radius_sum, const at::Tensor& q, const at::Tensor& p,
                             const at::Tensor& a);

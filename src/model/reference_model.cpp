@@ -1,9 +1,8 @@
-#include "model/reference_model_impl.h"
-
 #include <torch/csrc/autograd/autograd.h>
 
 #include "core/error.h"
 #include "core/structure.h"
+#include "model/reference_model_impl.h"
 
 namespace flashmace {
 
@@ -93,7 +92,8 @@ Prediction ReferenceModel::evaluate(const Structure& s, const Graph& g) const {
   grad = grad.to(at::kDouble);
   const at::Tensor vd = v.detach().to(at::kDouble);
   // mace_spec.md 10.2: F_n = sum_{sender=n} g_e - sum_{receiver=n} g_e
-  const at::Tensor forces = at::zeros({n, 3}, grad.options()).index_add(0, in.graph.sender, grad).index_add(0, in.graph.receiver, -grad);
+  const at::Tensor forces =
+      at::zeros({n, 3}, grad.options()).index_add(0, in.graph.sender, grad).index_add(0, in.graph.receiver, -grad);
   // mace_spec.md 10.3: W = -sym(sum_e v_e (x) g_e)
   const at::Tensor vg = at::matmul(vd.t(), grad);
   const at::Tensor virial = -0.5 * (vg + vg.t());

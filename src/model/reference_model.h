@@ -12,17 +12,17 @@
 namespace flashmace {
 
 struct EvalOptions {
-  std::string dtype;          // "float64", "float32", or "" for the model file's dtype
-  std::string device = "cpu"; // "cpu" or "cuda" / "cuda:N"
+  std::string dtype;           // "float64", "float32", or "" for the model file's dtype
+  std::string device = "cpu";  // "cpu" or "cuda" / "cuda:N"
 };
 
 struct Prediction {
-  double energy = 0;                 // eV
-  std::vector<double> node_energy;   // [N] eV, E0 included
-  std::vector<double> forces;        // [N*3] eV/A
-  std::array<double, 9> virial{};    // eV, MACE's "virials" = -sym(sum_e v_e (x) dE/dv_e)
-  std::array<double, 9> stress{};    // eV/A^3 = -virial / volume; zero for non-periodic input
-  std::vector<double> edge_gradient; // [E*3] dE/dv_e, for callers that scatter forces themselves
+  double energy = 0;                  // eV
+  std::vector<double> node_energy;    // [N] eV, E0 included
+  std::vector<double> forces;         // [N*3] eV/A
+  std::array<double, 9> virial{};     // eV, MACE's "virials" = -sym(sum_e v_e (x) dE/dv_e)
+  std::array<double, 9> stress{};     // eV/A^3 = -virial / volume; zero for non-periodic input
+  std::vector<double> edge_gradient;  // [E*3] dE/dv_e, for callers that scatter forces themselves
 };
 
 class ReferenceModel {

@@ -41,9 +41,8 @@ at::Tensor spherical_harmonics(const at::Tensor& vectors, int lmax) {
   if (lmax >= 1) blocks.push_back(std::sqrt(3.0) * u);
   for (int l = 2; l <= lmax; ++l) {
     const auto& c = wigner_3j(l - 1, 1, l);
-    const at::Tensor w = at::tensor(c, at::TensorOptions().dtype(at::kDouble))
-                             .reshape({2 * l - 1, 3, 2 * l + 1})
-                             .to(vectors.options());
+    const at::Tensor w =
+        at::tensor(c, at::TensorOptions().dtype(at::kDouble)).reshape({2 * l - 1, 3, 2 * l + 1}).to(vectors.options());
     blocks.push_back(recursion_scale(l) * at::einsum("ijk,ei,ej->ek", {w, blocks.back(), u}));
   }
   return at::cat(blocks, 1);

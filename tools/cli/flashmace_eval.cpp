@@ -32,10 +32,14 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--model") model_path = value("--model");
-    else if (a == "--xyz") xyz_path = value("--xyz");
-    else if (a == "--dtype") options.dtype = value("--dtype");
-    else if (a == "--device") options.device = value("--device");
+    if (a == "--model")
+      model_path = value("--model");
+    else if (a == "--xyz")
+      xyz_path = value("--xyz");
+    else if (a == "--dtype")
+      options.dtype = value("--dtype");
+    else if (a == "--device")
+      options.device = value("--device");
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
