@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model/e3nn_ops.h"
+#include "model/halo_exchange_op.h"
 #include "model/radial.h"
 #include "model/spherical_harmonics.h"
 
@@ -69,7 +70,8 @@ at::Tensor readout(const InteractionParams& L, const at::Tensor& h, int channels
 
 }  // namespace
 
-at::Tensor mace_interaction_energy(const MaceParams& m, const GraphTensors& g, const at::Tensor& v, Trace* trace) {
+at::Tensor mace_interaction_energy(const MaceParams& m, const GraphTensors& g, const at::Tensor& v, Trace* trace,
+                                   HaloExchanger* halo) {
   const MaceConfig& c = m.config;
   const int64_t n = g.species.size(0);
   const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
@@ -102,6 +104,8 @@ at::Tensor mace_interaction_energy(const MaceParams& m, const GraphTensors& g, c
     const at::Tensor e = readout(L, h, c.channels(), t == c.num_interactions - 1, mlp);
     record(trace, prefix + "readout", e);
     energy = energy + e.squeeze(1);
+    // Ghost rows received incomplete messages; the next layer needs their owners' features.
+    if (halo && t + 1 < c.num_interactions) h = halo_exchange(h, halo);
   }
   return c.scale * energy + c.shift;
 }

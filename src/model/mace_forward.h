@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "core/local_graph.h"
 #include "model/mace_params.h"
 
 namespace flashmace {
@@ -21,7 +22,9 @@ using Trace = std::map<std::string, at::Tensor>;
 
 // Interaction energy per node, scale * (ZBL + sum of readouts) + shift (mace_spec.md 8), from
 // edge vectors v_e = x[receiver] - x[sender] + shift_e ([E, 3]). E0 is not included.
+// With a halo exchanger (domain-decomposed graph), ghost rows of the node features are refreshed
+// from their owners after every layer but the last; only local rows of the result are meaningful.
 at::Tensor mace_interaction_energy(const MaceParams& model, const GraphTensors& graph, const at::Tensor& edge_vectors,
-                                   Trace* trace = nullptr);
+                                   Trace* trace = nullptr, HaloExchanger* halo = nullptr);
 
 }  // namespace flashmace

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/local_graph.h"
 #include "core/model_file.h"
 #include "core/structure.h"
 
@@ -25,6 +26,16 @@ struct Prediction {
   std::vector<double> edge_gradient;  // [E*3] dE/dv_e, for callers that scatter forces themselves
 };
 
+// Result for one domain of a domain-decomposed evaluation (LocalGraph).
+struct LocalPrediction {
+  double energy = 0;                // sum over local atoms, eV
+  std::vector<double> node_energy;  // [nlocal]
+  std::vector<double> forces;       // [(nlocal + nghost) * 3]; ghost rows belong to their owners
+  std::array<double, 9> virial{};   // this domain's edges, same convention as Prediction::virial
+  std::vector<double> atom_virial;  // [(nlocal + nghost) * 6] xx yy zz xy xz yz, each edge split
+                                    // half/half between its two atoms; empty unless requested
+};
+
 class ReferenceModel {
  public:
   ReferenceModel(const ModelFile& file, const EvalOptions& options = {});
@@ -39,6 +50,9 @@ class ReferenceModel {
   Prediction evaluate(const Structure& structure) const;
   // Uses the given graph (edges from the caller, e.g. a reference file or LAMMPS).
   Prediction evaluate(const Structure& structure, const Graph& graph) const;
+  // One domain: ghost rows refreshed through `halo` between layers (nullptr disables the exchange,
+  // a debugging switch that gives wrong results whenever ghosts exist).
+  LocalPrediction evaluate_local(const LocalGraph& graph, HaloExchanger* halo, bool atom_virial = false) const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
