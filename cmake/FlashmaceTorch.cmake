@@ -19,3 +19,11 @@ target_link_libraries(flashmace_torch INTERFACE ${TORCH_LIBRARIES})
 # Torch's own headers as SYSTEM so -Wall -Wextra speaks only about our code.
 target_include_directories(flashmace_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_compile_options(flashmace_torch INTERFACE ${TORCH_CXX_FLAGS})
+
+# LibTorch built with CUDA (the PyPI wheel is, even on machines without a GPU): device code paths
+# such as allocator statistics compile in; they are used only when a GPU is present at run time.
+if(C10_CUDA_LIBRARY)
+  set(FLASHMACE_TORCH_CUDA ON)
+  target_compile_definitions(flashmace_torch INTERFACE FLASHMACE_TORCH_CUDA=1)
+endif()
+message(STATUS "flashmace: LibTorch with CUDA: ${FLASHMACE_TORCH_CUDA}")

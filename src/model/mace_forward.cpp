@@ -21,6 +21,10 @@ void record(Trace* trace, const std::string& name, const at::Tensor& t) {
   if (trace) (*trace)[name] = t.detach();
 }
 
+void lap(StageTimer* timer, const char* stage) {
+  if (timer) timer->lap(stage);
+}
+
 // Radial edge features (mace_spec.md 3.3): Bessel basis of the (optionally transformed)
 // distance times the polynomial envelope of the raw distance.
 at::Tensor edge_features(const MaceParams& m, const at::Tensor& r, const at::Tensor& z_sender,
@@ -36,15 +40,20 @@ at::Tensor edge_features(const MaceParams& m, const at::Tensor& r, const at::Ten
 
 // One RealAgnostic*InteractionBlock (mace_spec.md 6): returns A [N, C, K] and sc (or undefined).
 std::pair<at::Tensor, at::Tensor> interaction(const MaceParams& m, const InteractionParams& L, const GraphTensors& g,
-                                              const at::Tensor& h, const at::Tensor& sh, const at::Tensor& ef) {
+                                              const at::Tensor& h, const at::Tensor& sh, const at::Tensor& ef,
+                                              StageTimer* timer) {
   const int64_t n = h.size(0);
   const int Z = m.config.num_elements();
   at::Tensor sc;
   if (L.residual) sc = element_linear(h, g.species, L.skip_tp, L.in, Z, L.out);
   const at::Tensor hu = e3nn_linear(h, L.linear_up, L.in, L.in);
+  lap(timer, "linears");
   const at::Tensor R = radial_mlp(ef, L.radial_layers);
+  lap(timer, "radial");
   const at::Tensor msg = conv_tensor_product(hu.index_select(0, g.sender), sh, R, L.in, m.sh, L.tp, L.tp_w3j);
-  at::Tensor M = e3nn_linear(scatter_sum(msg, g.receiver, n), L.linear, L.tp.mid, L.target);
+  const at::Tensor aggregated = scatter_sum(msg, g.receiver, n);
+  lap(timer, "tensor_product");
+  at::Tensor M = e3nn_linear(aggregated, L.linear, L.tp.mid, L.target);
   if (L.density) {
     // mace_spec.md 6.3: normalise by (1 + smooth neighbour density) instead of avg_num_neighbors
     const double nb = static_cast<double>(L.density_weight.size(0));
@@ -56,7 +65,9 @@ std::pair<at::Tensor, at::Tensor> interaction(const MaceParams& m, const Interac
   if (!L.residual) M = element_linear(M, g.species, L.skip_tp, L.target, Z, L.target);
   // reshape_irreps: [N, dim] -> per block [N, C, 2l+1] -> concatenated on the last axis
   const auto blocks = split_irreps(M, L.target);
-  return {at::cat(blocks, 2), sc};
+  at::Tensor A = at::cat(blocks, 2);
+  lap(timer, "linears");
+  return {A, sc};
 }
 
 at::Tensor readout(const InteractionParams& L, const at::Tensor& h, int channels, bool last, const Irreps& mlp) {
@@ -71,15 +82,17 @@ at::Tensor readout(const InteractionParams& L, const at::Tensor& h, int channels
 }  // namespace
 
 at::Tensor mace_interaction_energy(const MaceParams& m, const GraphTensors& g, const at::Tensor& v, Trace* trace,
-                                   HaloExchanger* halo) {
+                                   HaloExchanger* halo, StageTimer* timer) {
   const MaceConfig& c = m.config;
   const int64_t n = g.species.size(0);
   const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
   const at::Tensor z_node = m.atomic_numbers.index_select(0, g.species);
   const at::Tensor z_sender = z_node.index_select(0, g.sender), z_receiver = z_node.index_select(0, g.receiver);
 
-  const at::Tensor sh = spherical_harmonics(v, c.max_ell);
+  const at::Tensor sh = m.spherical_harmonics(v);
+  lap(timer, "spherical_harmonics");
   const at::Tensor ef = edge_features(m, r, z_sender, z_receiver);
+  lap(timer, "radial");
   at::Tensor h = m.node_embedding.index_select(0, g.species) / std::sqrt(static_cast<double>(c.num_elements()));
   record(trace, "edge_attrs", sh);
   record(trace, "edge_feats", ef);
@@ -93,19 +106,26 @@ at::Tensor mace_interaction_energy(const MaceParams& m, const GraphTensors& g, c
   for (int t = 0; t < c.num_interactions; ++t) {
     const InteractionParams& L = m.layers[t];
     const std::string prefix = "layer" + std::to_string(t) + ".";
-    auto [A, sc] = interaction(m, L, g, h, sh, ef);
+    auto [A, sc] = interaction(m, L, g, h, sh, ef, timer);
     record(trace, prefix + "interaction_message", A);
     if (sc.defined()) record(trace, prefix + "interaction_sc", sc);
     std::vector<at::Tensor> parts;
     for (const auto& cw : L.contractions) parts.push_back(symmetric_contraction(A, g.species, cw));
-    h = e3nn_linear(at::cat(parts, 1), L.product_linear, L.out, L.out);
+    const at::Tensor B = at::cat(parts, 1);
+    lap(timer, "symmetric_contraction");
+    h = e3nn_linear(B, L.product_linear, L.out, L.out);
     if (sc.defined()) h = h + sc;
+    lap(timer, "linears");
     record(trace, prefix + "product_out", h);
     const at::Tensor e = readout(L, h, c.channels(), t == c.num_interactions - 1, mlp);
     record(trace, prefix + "readout", e);
     energy = energy + e.squeeze(1);
+    lap(timer, "readout");
     // Ghost rows received incomplete messages; the next layer needs their owners' features.
-    if (halo && t + 1 < c.num_interactions) h = halo_exchange(h, halo);
+    if (halo && t + 1 < c.num_interactions) {
+      h = halo_exchange(h, halo);
+      lap(timer, "halo_exchange");
+    }
   }
   return c.scale * energy + c.shift;
 }

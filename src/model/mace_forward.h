@@ -8,6 +8,7 @@
 
 #include "core/local_graph.h"
 #include "model/mace_params.h"
+#include "model/stage_timer.h"
 
 namespace flashmace {
 
@@ -24,7 +25,9 @@ using Trace = std::map<std::string, at::Tensor>;
 // edge vectors v_e = x[receiver] - x[sender] + shift_e ([E, 3]). E0 is not included.
 // With a halo exchanger (domain-decomposed graph), ghost rows of the node features are refreshed
 // from their owners after every layer but the last; only local rows of the result are meaningful.
+// A timer, if given, is charged per stage (spherical_harmonics, radial, tensor_product, linears,
+// symmetric_contraction, readout, halo_exchange).
 at::Tensor mace_interaction_energy(const MaceParams& model, const GraphTensors& graph, const at::Tensor& edge_vectors,
-                                   Trace* trace = nullptr, HaloExchanger* halo = nullptr);
+                                   Trace* trace = nullptr, HaloExchanger* halo = nullptr, StageTimer* timer = nullptr);
 
 }  // namespace flashmace

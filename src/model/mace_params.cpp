@@ -50,6 +50,7 @@ MaceParams MaceParams::load(const ModelFile& file, at::ScalarType dtype, at::Dev
   const at::TensorOptions f = m.options;
   const at::TensorOptions i64 = at::TensorOptions().dtype(at::kLong).device(device);
   m.sh = c.sh_irreps();
+  m.spherical_harmonics = SphericalHarmonics(c.max_ell, f);
   const int Z = c.num_elements(), C = c.channels();
 
   m.atomic_numbers = tensor_from_file(file, "atomic_numbers", i64);

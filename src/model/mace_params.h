@@ -8,6 +8,7 @@
 #include "core/irreps.h"
 #include "core/model_file.h"
 #include "model/radial.h"
+#include "model/spherical_harmonics.h"
 #include "model/symmetric_contraction.h"
 
 namespace flashmace {
@@ -30,6 +31,7 @@ struct MaceParams {
   MaceConfig config;
   at::TensorOptions options;  // float dtype and device of every float tensor
   Irreps sh;
+  SphericalHarmonics spherical_harmonics;
   at::Tensor atomic_numbers;   // [Z] int64
   at::Tensor node_embedding;   // [Z, C]
   at::Tensor atomic_energies;  // [Z]

@@ -57,15 +57,17 @@ struct EdgeGradients {
 };
 
 EdgeGradients energy_and_edge_gradients(const MaceParams& p, const GraphTensors& graph, const at::Tensor& vectors,
-                                        HaloExchanger* halo, int64_t nlocal) {
+                                        HaloExchanger* halo, int64_t nlocal, StageTimer* timer) {
+  if (timer) timer->start();
   const at::Tensor v = vectors.detach().requires_grad_(true);
-  at::Tensor inter = mace_interaction_energy(p, graph, v, nullptr, halo).narrow(0, 0, nlocal);
+  at::Tensor inter = mace_interaction_energy(p, graph, v, nullptr, halo, timer).narrow(0, 0, nlocal);
   EdgeGradients out;
   out.node_energy = (inter + p.atomic_energies.index_select(0, graph.species.narrow(0, 0, nlocal))).to(at::kDouble);
   at::Tensor grad;
   if (v.size(0) > 0) grad = torch::autograd::grad({inter.sum()}, {v}, {}, false, false, /*allow_unused=*/true)[0];
   out.grad = grad.defined() ? grad.to(at::kDouble) : at::zeros({v.size(0), 3}, v.options().dtype(at::kDouble));
   out.vectors = v.detach().to(at::kDouble);
+  if (timer) timer->lap("backward");
   return out;
 }
 
@@ -125,6 +127,8 @@ ReferenceModel& ReferenceModel::operator=(ReferenceModel&&) noexcept = default;
 
 const MaceConfig& ReferenceModel::config() const { return impl_->params.config; }
 
+void ReferenceModel::set_stage_timer(StageTimer* timer) { impl_->timer = timer; }
+
 Prediction ReferenceModel::evaluate(const Structure& s) const {
   return evaluate(s, build_neighbor_list(s, config().r_max));
 }
@@ -133,7 +137,7 @@ Prediction ReferenceModel::evaluate(const Structure& s, const Graph& g) const {
   check_structure(s);
   const MaceParams& p = impl_->params;
   const EdgeInputs in = make_edge_inputs(p, s, g);
-  const EdgeGradients eg = energy_and_edge_gradients(p, in.graph, in.vectors, nullptr, s.size());
+  const EdgeGradients eg = energy_and_edge_gradients(p, in.graph, in.vectors, nullptr, s.size(), impl_->timer);
 
   Prediction out;
   out.node_energy = to_host(eg.node_energy);
@@ -158,7 +162,8 @@ LocalPrediction ReferenceModel::evaluate_local(const LocalGraph& g, HaloExchange
   std::vector<double> v(3 * static_cast<std::size_t>(g.num_edges()));
   for (int e = 0; e < g.num_edges(); ++e)
     for (int d = 0; d < 3; ++d) v[3 * e + d] = g.positions[3 * g.receiver[e] + d] - g.positions[3 * g.sender[e] + d];
-  const EdgeGradients eg = energy_and_edge_gradients(p, graph, vectors_tensor(v, p.options), halo, g.nlocal);
+  const EdgeGradients eg =
+      energy_and_edge_gradients(p, graph, vectors_tensor(v, p.options), halo, g.nlocal, impl_->timer);
 
   LocalPrediction out;
   out.node_energy = to_host(eg.node_energy);

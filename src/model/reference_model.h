@@ -12,6 +12,8 @@
 
 namespace flashmace {
 
+class StageTimer;
+
 struct EvalOptions {
   std::string dtype;           // "float64", "float32", or "" for the model file's dtype
   std::string device = "cpu";  // "cpu" or "cuda" / "cuda:N"
@@ -53,6 +55,9 @@ class ReferenceModel {
   // One domain: ghost rows refreshed through `halo` between layers (nullptr disables the exchange,
   // a debugging switch that gives wrong results whenever ghosts exist).
   LocalPrediction evaluate_local(const LocalGraph& graph, HaloExchanger* halo, bool atom_virial = false) const;
+
+  // Charge the stages of following evaluations to `timer` (nullptr: stop timing). For benchmarks.
+  void set_stage_timer(StageTimer* timer);
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

@@ -11,6 +11,7 @@ namespace flashmace {
 struct ReferenceModel::Impl {
   MaceParams params;
   at::Device device{at::kCPU};
+  StageTimer* timer = nullptr;
 };
 
 // The tensors the forward pass takes, built from a structure and its graph on the model's device.

@@ -35,17 +35,25 @@ double recursion_scale(int l) {
 
 }  // namespace
 
-at::Tensor spherical_harmonics(const at::Tensor& vectors, int lmax) {
-  const at::Tensor u = vectors / at::linalg_vector_norm(vectors, 2, {1}, true).clamp_min(1e-12);
-  std::vector<at::Tensor> blocks = {at::ones({vectors.size(0), 1}, vectors.options())};
-  if (lmax >= 1) blocks.push_back(std::sqrt(3.0) * u);
+SphericalHarmonics::SphericalHarmonics(int lmax, const at::TensorOptions& options) : lmax_(lmax) {
   for (int l = 2; l <= lmax; ++l) {
     const auto& c = wigner_3j(l - 1, 1, l);
-    const at::Tensor w =
-        at::tensor(c, at::TensorOptions().dtype(at::kDouble)).reshape({2 * l - 1, 3, 2 * l + 1}).to(vectors.options());
-    blocks.push_back(recursion_scale(l) * at::einsum("ijk,ei,ej->ek", {w, blocks.back(), u}));
+    coupling_.push_back(
+        recursion_scale(l) *
+        at::tensor(c, at::TensorOptions().dtype(at::kDouble)).reshape({2 * l - 1, 3, 2 * l + 1}).to(options));
   }
+}
+
+at::Tensor SphericalHarmonics::operator()(const at::Tensor& vectors) const {
+  const at::Tensor u = vectors / at::linalg_vector_norm(vectors, 2, {1}, true).clamp_min(1e-12);
+  std::vector<at::Tensor> blocks = {at::ones({vectors.size(0), 1}, vectors.options())};
+  if (lmax_ >= 1) blocks.push_back(std::sqrt(3.0) * u);
+  for (int l = 2; l <= lmax_; ++l) blocks.push_back(at::einsum("ijk,ei,ej->ek", {coupling_[l - 2], blocks.back(), u}));
   return at::cat(blocks, 1);
+}
+
+at::Tensor spherical_harmonics(const at::Tensor& vectors, int lmax) {
+  return SphericalHarmonics(lmax, vectors.options())(vectors);
 }
 
 }  // namespace flashmace

@@ -1,0 +1,264 @@
+// flashmace-bench: time energy+forces steps of a model on a structure (perturbed cubic lattice,
+// extended XYZ or LAMMPS data file) and report ms/step, atom-steps/s, peak memory and a per-stage
+// breakdown, as a table and optionally JSON. --sweep grows the lattice until a step fails.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/lattice.h"
+#include "core/model_file.h"
+#include "core/xyz.h"
+#include "model/device.h"
+#include "model/reference_model.h"
+#include "model/stage_timer.h"
+
+namespace {
+
+using flashmace::Error;
+
+const char* kUsage =
+    "usage: flashmace-bench --model FILE [structure] [options]\n"
+    "structure (default: fcc, a 3.61, 6 cells = 864 atoms):\n"
+    "  --lattice fcc|bcc  --a A  --cells N | --atoms N   --elements Cu,Ni  --perturb 0.05  --seed S\n"
+    "  --xyz FILE | --data FILE --types Cu,Ni            (extended XYZ / LAMMPS atomic data)\n"
+    "options:\n"
+    "  --path reference    the evaluation path (only the reference path exists so far)\n"
+    "  --dtype float32|float64  --device cpu|cuda  --warmup N (2)  --steps N (5)\n"
+    "  --no-breakdown      skip the per-stage breakdown (it costs extra synchronised steps)\n"
+    "  --sweep             grow the lattice (cells N, N+1, ...) until a step fails; report the largest\n"
+    "  --max-cells N       upper bound for --sweep (default 64)\n"
+    "  --json FILE         also write the results as JSON\n";
+
+struct Options {
+  std::string model, path = "reference", dtype, device = "cpu", lattice = "fcc", xyz, data, json;
+  std::vector<std::string> elements, types;
+  double a = 3.61, perturb = 0.05;
+  int cells = 6, atoms = 0, warmup = 2, steps = 5, max_cells = 64;
+  unsigned seed = 1;
+  bool breakdown = true, sweep = false;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+std::vector<int> atomic_numbers_of(const std::vector<std::string>& symbols) {
+  std::vector<int> z;
+  for (const auto& s : symbols) {
+    const int n = flashmace::atomic_number_from_symbol(s);
+    if (n == 0) throw Error("Unknown element '" + s + "'");
+    z.push_back(n);
+  }
+  return z;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw Error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model")
+      o.model = value();
+    else if (a == "--path")
+      o.path = value();
+    else if (a == "--dtype")
+      o.dtype = value();
+    else if (a == "--device")
+      o.device = value();
+    else if (a == "--lattice")
+      o.lattice = value();
+    else if (a == "--a")
+      o.a = std::stod(value());
+    else if (a == "--cells")
+      o.cells = std::stoi(value());
+    else if (a == "--atoms")
+      o.atoms = std::stoi(value());
+    else if (a == "--elements")
+      o.elements = split_list(value());
+    else if (a == "--perturb")
+      o.perturb = std::stod(value());
+    else if (a == "--seed")
+      o.seed = static_cast<unsigned>(std::stoul(value()));
+    else if (a == "--xyz")
+      o.xyz = value();
+    else if (a == "--data")
+      o.data = value();
+    else if (a == "--types")
+      o.types = split_list(value());
+    else if (a == "--warmup")
+      o.warmup = std::stoi(value());
+    else if (a == "--steps")
+      o.steps = std::stoi(value());
+    else if (a == "--no-breakdown")
+      o.breakdown = false;
+    else if (a == "--sweep")
+      o.sweep = true;
+    else if (a == "--max-cells")
+      o.max_cells = std::stoi(value());
+    else if (a == "--json")
+      o.json = value();
+    else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else
+      throw Error("unknown argument '" + a + "'");
+  }
+  if (o.model.empty()) throw Error("--model is required");
+  if (o.path != "reference") throw Error("unknown path '" + o.path + "' (available: reference)");
+  if (o.steps < 1 || o.warmup < 0) throw Error("--steps must be >= 1 and --warmup >= 0");
+  if (o.atoms > 0) {
+    const int per_cell = flashmace::atoms_per_cell(o.lattice);
+    o.cells = static_cast<int>(std::ceil(std::cbrt(static_cast<double>(o.atoms) / per_cell) - 1e-9));
+  }
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Measurement {
+  int atoms = 0, edges = 0;
+  double ms_per_step = 0, neighbor_ms = 0;
+  int64_t peak_bytes = 0;
+  std::map<std::string, double> stage_ms;
+};
+
+Measurement measure(flashmace::ReferenceModel& model, const flashmace::Structure& s, const Options& o) {
+  Measurement m;
+  m.atoms = s.size();
+  flashmace::StageTimer host_timer;
+  host_timer.start();
+  const flashmace::Graph graph = flashmace::build_neighbor_list(s, model.cutoff());
+  host_timer.lap("neighbor_list");
+  m.neighbor_ms = 1e3 * host_timer.seconds().at("neighbor_list");
+  m.edges = graph.num_edges();
+
+  for (int i = 0; i < o.warmup; ++i) model.evaluate(s, graph);
+  flashmace::synchronize_device(o.device);
+  flashmace::reset_peak_memory(o.device);
+  std::vector<double> times;
+  for (int i = 0; i < o.steps; ++i) {
+    flashmace::StageTimer t([&] { flashmace::synchronize_device(o.device); });
+    t.start();
+    model.evaluate(s, graph);  // results come back to the host, so the step is complete here
+    t.lap("step");
+    times.push_back(t.seconds().at("step"));
+  }
+  m.ms_per_step = 1e3 * median(times);
+  m.peak_bytes = flashmace::peak_memory_bytes(o.device);
+
+  if (o.breakdown) {
+    flashmace::StageTimer stages([&] { flashmace::synchronize_device(o.device); });
+    model.set_stage_timer(&stages);
+    for (int i = 0; i < o.steps; ++i) model.evaluate(s, graph);
+    model.set_stage_timer(nullptr);
+    for (const auto& [stage, sec] : stages.seconds()) m.stage_ms[stage] = 1e3 * sec / o.steps;
+  }
+  return m;
+}
+
+flashmace::Structure structure_for(const Options& o, const flashmace::MaceConfig& config, int cells) {
+  if (!o.xyz.empty()) return flashmace::read_extxyz(o.xyz);
+  if (!o.data.empty()) return flashmace::read_lammps_data(o.data, atomic_numbers_of(o.types));
+  std::vector<int> z = atomic_numbers_of(o.elements);
+  if (z.empty()) z = {config.element_index(29) >= 0 ? 29 : config.atomic_numbers.front()};  // Cu if the model has it
+  return flashmace::make_cubic_lattice(o.lattice, o.a, cells, z, o.perturb, o.seed);
+}
+
+void print(const Measurement& m, const Options& o, const std::string& hardware) {
+  std::printf("%-10s %-8s %-7s %8s %10s %10s %12s %12s\n", "path", "dtype", "device", "atoms", "edges", "ms/step",
+              "atom-steps/s", "peak MiB");
+  std::printf("%-10s %-8s %-7s %8d %10d %10.2f %12.4g %12.1f\n", o.path.c_str(), o.dtype.c_str(), o.device.c_str(),
+              m.atoms, m.edges, m.ms_per_step, m.atoms / (m.ms_per_step * 1e-3), m.peak_bytes / 1048576.0);
+  std::printf("hardware: %s; neighbour list (host, not in ms/step): %.2f ms\n", hardware.c_str(), m.neighbor_ms);
+  if (!m.stage_ms.empty()) {
+    double total = 0;
+    for (const auto& kv : m.stage_ms) total += kv.second;
+    std::printf("breakdown (synchronised steps, ms/step):\n");
+    for (const auto& [stage, ms] : m.stage_ms)
+      std::printf("  %-22s %10.3f  %5.1f%%\n", stage.c_str(), ms, 100 * ms / total);
+  }
+}
+
+nlohmann::json to_json(const Measurement& m) {
+  return {{"atoms", m.atoms},
+          {"edges", m.edges},
+          {"ms_per_step", m.ms_per_step},
+          {"atom_steps_per_s", m.atoms / (m.ms_per_step * 1e-3)},
+          {"peak_memory_bytes", m.peak_bytes},
+          {"neighbor_list_ms", m.neighbor_ms},
+          {"stage_ms", m.stage_ms}};
+}
+
+bool is_out_of_memory(const std::exception& e) {
+  const std::string what = e.what();
+  return what.find("out of memory") != std::string::npos || what.find("bad_alloc") != std::string::npos ||
+         what.find("CUDA error") != std::string::npos;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Options o = parse(argc, argv);
+    const flashmace::ModelFile file = flashmace::ModelFile::load(o.model);
+    if (o.dtype.empty()) o.dtype = file.config().dtype;
+    flashmace::ReferenceModel model(file, flashmace::EvalOptions{o.dtype, o.device});
+    const std::string hardware = flashmace::device_name(o.device);
+    nlohmann::json out = {{"model", o.model},     {"path", o.path},     {"dtype", o.dtype}, {"device", o.device},
+                          {"hardware", hardware}, {"warmup", o.warmup}, {"steps", o.steps}};
+    if (!o.sweep) {
+      const Measurement m = measure(model, structure_for(o, file.config(), o.cells), o);
+      print(m, o, hardware);
+      out["result"] = to_json(m);
+    } else {
+      if (!o.xyz.empty() || !o.data.empty()) throw Error("--sweep grows a lattice; it cannot use --xyz or --data");
+      nlohmann::json runs = nlohmann::json::array();
+      int largest = 0;
+      for (int cells = o.cells; cells <= o.max_cells; ++cells) {
+        try {
+          const Measurement m = measure(model, structure_for(o, file.config(), cells), o);
+          std::printf("sweep: %d cells, %d atoms: %.2f ms/step, peak %.1f MiB\n", cells, m.atoms, m.ms_per_step,
+                      m.peak_bytes / 1048576.0);
+          std::fflush(stdout);
+          runs.push_back(to_json(m));
+          largest = m.atoms;
+        } catch (const std::exception& e) {
+          if (!is_out_of_memory(e)) throw;
+          std::printf("sweep: %d cells does not fit (%s)\n", cells, std::string(e.what()).substr(0, 120).c_str());
+          break;
+        }
+      }
+      std::printf("largest system that fits: %d atoms\n", largest);
+      out["sweep"] = runs;
+      out["largest_atoms"] = largest;
+    }
+    if (!o.json.empty()) {
+      std::ofstream(o.json) << out.dump(2) << "\n";
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "flashmace-bench: ERROR: %s\n%s", e.what(), kUsage);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flashmace-bench: ERROR: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
