@@ -63,7 +63,8 @@ TEST_P(GpuCase, CudaHaloExchangeEqualsPeriodicEvaluation) {
   EXPECT_LE(std::abs(local.energy - cpu.evaluate(s).energy), kEnergyRelTol * std::abs(local.energy));
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedReference, GpuCase, ::testing::Values("small_l1", "scalar_l0", "large_l2"));
+INSTANTIATE_TEST_SUITE_P(SharedReference, GpuCase, ::testing::Values("small_l1", "scalar_l0", "large_l2"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace flashmace

@@ -62,7 +62,8 @@ TEST_P(HaloCase, WithoutExchangeTheResultIsWrong) {
   EXPECT_GT(std::abs(stale.energy - periodic.energy), 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedReference, HaloCase, ::testing::Values("small_l1", "scalar_l0", "large_l2"));
+INSTANTIATE_TEST_SUITE_P(SharedReference, HaloCase, ::testing::Values("small_l1", "scalar_l0", "large_l2"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace flashmace

@@ -128,7 +128,8 @@ TEST_P(PhysicsCase, Float32TracksFloat64Reference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedReference, PhysicsCase, ::testing::Values("small_l1", "scalar_l0", "large_l2"));
+INSTANTIATE_TEST_SUITE_P(SharedReference, PhysicsCase, ::testing::Values("small_l1", "scalar_l0", "large_l2"),
+                         [](const auto& info) { return info.param; });
 
 template <typename F>
 std::string error_of(F&& f) {

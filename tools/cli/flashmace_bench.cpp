@@ -1,6 +1,8 @@
 // flashmace-bench: time energy+forces steps of a model on a structure (perturbed cubic lattice,
 // extended XYZ or LAMMPS data file) and report ms/step, atom-steps/s, peak memory and a per-stage
 // breakdown, as a table and optionally JSON. --sweep grows the lattice until a step fails.
+#include <c10/util/Exception.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -207,8 +209,14 @@ nlohmann::json to_json(const Measurement& m) {
           {"stage_ms", m.stage_ms}};
 }
 
+// c10 errors carry a C++ backtrace after the message; the first part is what a user needs.
+std::string message_of(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
+  return e.what();
+}
+
 bool is_out_of_memory(const std::exception& e) {
-  const std::string what = e.what();
+  const std::string what = message_of(e);
   return what.find("out of memory") != std::string::npos || what.find("bad_alloc") != std::string::npos ||
          what.find("CUDA error") != std::string::npos;
 }
@@ -242,7 +250,7 @@ int main(int argc, char** argv) {
           largest = m.atoms;
         } catch (const std::exception& e) {
           if (!is_out_of_memory(e)) throw;
-          std::printf("sweep: %d cells does not fit (%s)\n", cells, std::string(e.what()).substr(0, 120).c_str());
+          std::printf("sweep: %d cells does not fit (%s)\n", cells, message_of(e).substr(0, 160).c_str());
           break;
         }
       }
@@ -257,7 +265,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flashmace-bench: ERROR: %s\n%s", e.what(), kUsage);
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "flashmace-bench: ERROR: %s\n", e.what());
+    std::fprintf(stderr, "flashmace-bench: ERROR: %s\n", message_of(e).c_str());
     return 1;
   }
   return 0;
