@@ -52,6 +52,7 @@ std::vector<double> to_host(const at::Tensor& t) {
 // and g_e = dE/dv_e, both float64 on the model's device.
 struct EdgeGradients {
   at::Tensor node_energy;
+  double interaction_energy = 0;
   at::Tensor grad;     // [E, 3]
   at::Tensor vectors;  // [E, 3] float64
 };
@@ -63,6 +64,7 @@ EdgeGradients energy_and_edge_gradients(const MaceParams& p, const GraphTensors&
   at::Tensor inter = mace_interaction_energy(p, graph, v, nullptr, halo, timer).narrow(0, 0, nlocal);
   EdgeGradients out;
   out.node_energy = (inter + p.atomic_energies.index_select(0, graph.species.narrow(0, 0, nlocal))).to(at::kDouble);
+  out.interaction_energy = inter.detach().to(at::kDouble).sum().item<double>();
   at::Tensor grad;
   if (v.size(0) > 0) grad = torch::autograd::grad({inter.sum()}, {v}, {}, false, false, /*allow_unused=*/true)[0];
   out.grad = grad.defined() ? grad.to(at::kDouble) : at::zeros({v.size(0), 3}, v.options().dtype(at::kDouble));
@@ -140,6 +142,7 @@ Prediction ReferenceModel::evaluate(const Structure& s, const Graph& g) const {
   const EdgeGradients eg = energy_and_edge_gradients(p, in.graph, in.vectors, nullptr, s.size(), impl_->timer);
 
   Prediction out;
+  out.interaction_energy = eg.interaction_energy;
   out.node_energy = to_host(eg.node_energy);
   for (double e : out.node_energy) out.energy += e;
   out.forces = to_host(scatter_forces(eg, in.graph, s.size()));

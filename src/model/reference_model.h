@@ -21,6 +21,7 @@ struct EvalOptions {
 
 struct Prediction {
   double energy = 0;                  // eV
+  double interaction_energy = 0;      // eV, without the atomic reference energies E0 (as MACE)
   std::vector<double> node_energy;    // [N] eV, E0 included
   std::vector<double> forces;         // [N*3] eV/A
   std::array<double, 9> virial{};     // eV, MACE's "virials" = -sym(sum_e v_e (x) dE/dv_e)
