@@ -50,7 +50,7 @@ def write_safetensors(path, tensors, metadata):
     offset = 0
     blobs = []
     for name in sorted(tensors):
-        arr = np.ascontiguousarray(tensors[name])
+        arr = np.asarray(tensors[name], order="C")  # keeps 0-d scalars 0-d, unlike ascontiguousarray
         blob = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": _NAMES[arr.dtype], "shape": list(arr.shape),
                         "data_offsets": [offset, offset + len(blob)]}
