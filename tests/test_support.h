@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/safetensors.h"
 #include "core/structure.h"
 
@@ -27,5 +28,16 @@ Structure reference_structure(const SafetensorsFile& f, const std::string& prefi
 Graph reference_graph(const SafetensorsFile& f, const std::string& prefix);
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+// The message of the flashmace::Error that f throws, or "<no error>".
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
 
 }  // namespace flashmace::testing

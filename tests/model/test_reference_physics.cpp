@@ -133,40 +133,31 @@ TEST_P(PhysicsCase, Float32TracksFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(SharedReference, PhysicsCase, ::testing::Values("small_l1", "scalar_l0", "large_l2"),
                          [](const auto& info) { return info.param; });
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
 TEST(ReferenceInput, BadStructuresFailWithClearMessages) {
   const ReferenceModel model(ModelFile::load(testing::exported_model("small_l1")));  // Ni, Cu
   Structure s = bulk("small_l1");
 
   Structure unknown = s;
   unknown.atomic_numbers[5] = 8;
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(testing::error_of([&] {
               model.evaluate(unknown);
             }).find("Atom 5 is O (Z=8), which the model does not know (it has: Ni Cu)"),
             std::string::npos);
 
   Structure overlap = s;
   for (int d = 0; d < 3; ++d) overlap.positions[3 * 7 + d] = overlap.positions[3 * 2 + d];
-  const std::string msg = error_of([&] { model.evaluate(overlap); });
+  const std::string msg = testing::error_of([&] { model.evaluate(overlap); });
   EXPECT_NE(msg.find("Atoms 2 and 7"), std::string::npos) << msg;
   EXPECT_NE(msg.find("overlapping"), std::string::npos) << msg;
 
   Structure nan = s;
   nan.positions[3 * 4 + 1] = std::nan("");
-  EXPECT_NE(error_of([&] { model.evaluate(nan); }).find("Atom 4 has a non-finite coordinate"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { model.evaluate(nan); }).find("Atom 4 has a non-finite coordinate"),
+            std::string::npos);
 
-  EXPECT_NE(error_of([&] { model.evaluate(Structure{}); }).find("Empty structure"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { model.evaluate(Structure{}); }).find("Empty structure"), std::string::npos);
 
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(testing::error_of([&] {
               ReferenceModel(ModelFile::load(testing::exported_model("small_l1")), EvalOptions{"float16", "cpu"});
             }).find("Unknown dtype 'float16'"),
             std::string::npos);
