@@ -1,7 +1,9 @@
 #include "pair_mace_flash.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 
 #include "atom.h"
 #include "comm.h"
@@ -15,22 +17,39 @@
 #include "model/reference_model.h"
 #include "neigh_list.h"
 #include "neighbor.h"
+#include "update.h"
+#include "utils.h"
 
 using namespace LAMMPS_NS;
 
 namespace {
 
-// Closer than this, two atoms are taken as overlapping (input or integration error), not physics.
-constexpr double kMinDistance = 0.1;
+// Closer than this, two atoms overlap: an input or integration error, not physics to extrapolate.
+constexpr double kMinDistance = 0.1;  // A
+
+// Messages go to LAMMPS as std::string: the overload taking a string literal would run them
+// through fmt, and model-file messages may contain braces.
+std::string text(const std::string& s) { return s; }
+
+// The CUDA device of `device cuda`: one per rank on a node, in node-local rank order.
+std::string resolve_device(const std::string& device, MPI_Comm world) {
+  if (device != "cuda") return device;
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  return "cuda:" + std::to_string(local_rank);
+}
 
 }  // namespace
 
-PairMACEFlash::PairMACEFlash(LAMMPS* lmp) : Pair(lmp) {
+PairMACEFlash::PairMACEFlash(LAMMPS* lmp) : Pair(lmp), halo_(lmp, this) {
   single_enable = 0;
-  restartinfo = 0;
+  restartinfo = 0;  // the model lives in its file: restarts re-issue pair_style and pair_coeff
   one_coeff = 1;
   manybody_flag = 1;
-  no_virial_fdotr_compute = 1;  // the virial comes from edge vectors (mace_spec.md 10.3)
+  no_virial_fdotr_compute = 1;  // the virial comes from the edge vectors (mace_spec.md 10.3)
 }
 
 PairMACEFlash::~PairMACEFlash() {
@@ -50,80 +69,108 @@ void PairMACEFlash::allocate() {
 }
 
 void PairMACEFlash::settings(int narg, char** arg) {
+  // pair_style may be re-issued for an existing mace/flash pair: start from the defaults.
+  device_ = "cpu";
+  dtype_.clear();
+  exchange_ = true;
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
-    if (i + 1 >= narg) error->all(FLERR, "Illegal pair_style mace/flash command: keyword " + key + " needs a value");
+    if (i + 1 >= narg) error->all(FLERR, text("Illegal pair_style mace/flash command: " + key + " needs a value"));
     const std::string value = arg[i + 1];
     if (key == "device") {
-      if (value != "cpu" && value.rfind("cuda", 0) != 0)
-        error->all(FLERR, "Illegal pair_style mace/flash device " + value + ": use cpu or cuda");
+      if (value != "cpu" && value != "cuda" && value.rfind("cuda:", 0) != 0)
+        error->all(FLERR, text("Illegal pair_style mace/flash device " + value + ": use cpu, cuda or cuda:N"));
       device_ = value;
     } else if (key == "dtype") {
       if (value != "float32" && value != "float64")
-        error->all(FLERR, "Illegal pair_style mace/flash dtype " + value + ": use float32 or float64");
+        error->all(FLERR, text("Illegal pair_style mace/flash dtype " + value + ": use float32 or float64"));
       dtype_ = value;
     } else if (key == "exchange") {
       if (value != "on" && value != "off")
-        error->all(FLERR, "Illegal pair_style mace/flash exchange " + value + ": use on or off");
+        error->all(FLERR, text("Illegal pair_style mace/flash exchange " + value + ": use on or off"));
       exchange_ = value == "on";
     } else {
-      error->all(FLERR, "Illegal pair_style mace/flash keyword " + key + " (known: device, dtype, exchange)");
+      error->all(FLERR, text("Illegal pair_style mace/flash keyword " + key + ": known are device, dtype, exchange"));
     }
   }
+  if (model_) load_model();  // new device or dtype for the model of an earlier pair_coeff
 }
 
 void PairMACEFlash::coeff(int narg, char** arg) {
   if (!allocated) allocate();
   const int ntypes = atom->ntypes;
+  if (narg < 3 || std::strcmp(arg[0], "*") != 0 || std::strcmp(arg[1], "*") != 0)
+    error->all(FLERR, "Incorrect args for pair coefficients: use pair_coeff * * model.safetensors "
+                      "followed by one element per atom type");
   if (narg != 3 + ntypes)
-    error->all(FLERR, "Pair coeff for mace/flash needs: * * model.safetensors followed by one element per atom type (" +
-                          std::to_string(ntypes) + " types, got " + std::to_string(narg - 3) + " elements)");
-  if (std::strcmp(arg[0], "*") != 0 || std::strcmp(arg[1], "*") != 0)
-    error->all(FLERR, "Pair coeff for mace/flash must start with * *");
+    error->all(FLERR, text("Incorrect args for pair coefficients: pair_coeff * * model.safetensors needs one "
+                           "element per atom type (" + std::to_string(ntypes) + " atom types, " +
+                           std::to_string(narg - 3) + " elements given)"));
+  model_path_ = arg[2];
+  type_element_.assign(ntypes + 1, "");
+  for (int t = 1; t <= ntypes; ++t) {
+    type_element_[t] = arg[2 + t];
+    if (type_element_[t] == "NULL")
+      error->all(FLERR, text("Pair style mace/flash does not allow NULL in pair_coeff: every atom type (here type " +
+                             std::to_string(t) + ") must map to an element of the model"));
+  }
+  load_model();
+  for (int i = 1; i <= ntypes; ++i)
+    for (int j = i; j <= ntypes; ++j) setflag[i][j] = 1;
+}
 
-  std::unique_ptr<flashmace::ModelFile> file;
+void PairMACEFlash::load_model() {
+  const std::string device = resolve_device(device_, world);
   try {
-    file = std::make_unique<flashmace::ModelFile>(flashmace::ModelFile::load(arg[2]));
-    model_ = std::make_unique<flashmace::ReferenceModel>(*file, flashmace::EvalOptions{dtype_, device_});
+    const flashmace::ModelFile file = flashmace::ModelFile::load(model_path_);
+    model_ = std::make_unique<flashmace::ReferenceModel>(file, flashmace::EvalOptions{dtype_, device});
   } catch (const flashmace::Error& e) {
-    error->all(FLERR, std::string("Pair style mace/flash: ") + e.what());
+    error->all(FLERR, text(e.what()));
+  } catch (const std::exception& e) {
+    error->all(FLERR, text("Pair style mace/flash cannot load " + model_path_ + " on device " + device + ": " + e.what()));
   }
   const flashmace::MaceConfig& config = model_->config();
   std::string known;
   for (int z : config.atomic_numbers) known += std::string(known.empty() ? "" : " ") + flashmace::element_symbol(z);
 
-  type_atomic_number_.assign(ntypes + 1, 0);
-  for (int t = 1; t <= ntypes; ++t) {
-    const std::string symbol = arg[2 + t];
-    if (symbol == "NULL")
-      error->all(FLERR,
-                 "Pair style mace/flash does not allow NULL: every atom type must map to an element of the model");
+  type_atomic_number_.assign(type_element_.size(), 0);
+  for (std::size_t t = 1; t < type_element_.size(); ++t) {
+    const std::string& symbol = type_element_[t];
     const int z = flashmace::atomic_number_from_symbol(symbol);
-    if (z == 0 || config.element_index(z) < 0)
-      error->all(FLERR, "Pair style mace/flash: element " + symbol + " (type " + std::to_string(t) +
-                            ") is not in the model " + std::string(arg[2]) + " (it has: " + known + ")");
+    if (z == 0)
+      error->all(FLERR, text("Pair style mace/flash: " + symbol + " (atom type " + std::to_string(t) +
+                             ") is not an element symbol; the model " + model_path_ + " has: " + known));
+    if (config.element_index(z) < 0)
+      error->all(FLERR, text("Pair style mace/flash: element " + symbol + " (atom type " + std::to_string(t) +
+                             ") is not in the model " + model_path_ + ", which has: " + known));
     type_atomic_number_[t] = z;
   }
-  for (int i = 1; i <= ntypes; ++i)
-    for (int j = i; j <= ntypes; ++j) setflag[i][j] = 1;
-  cutoff_ = config.r_max;
-  // LAMMPS sizes its comm buffers from these at init: the widest node features that travel.
-  int width = 0;
-  for (int t = 0; t + 1 < config.num_interactions; ++t) width = std::max(width, config.layer_output(t).dim());
-  comm_forward = comm_reverse = width;
+  if (comm->me == 0)
+    utils::logmesg(lmp, text("mace/flash: " + model_path_ + ": elements " + known + ", r_max " +
+                             std::to_string(config.r_max) + " A, " + std::to_string(config.num_interactions) +
+                             " interactions, hidden irreps " + config.hidden_irreps + ", " +
+                             (dtype_.empty() ? config.dtype : dtype_) + " on " + device + "\n"));
 }
 
 void PairMACEFlash::init_style() {
   if (force->newton_pair == 0) error->all(FLERR, "Pair style mace/flash requires newton pair on");
-  if (!model_) error->all(FLERR, "Pair style mace/flash needs a pair_coeff * * model.safetensors <elements> command");
+  if (std::strcmp(update->unit_style, "metal") != 0)
+    error->all(FLERR, "Pair style mace/flash requires metal units (eV, Angstrom)");
+  if (!model_) error->all(FLERR, "Pair style mace/flash needs pair_coeff * * model.safetensors <elements>");
+  if (!exchange_ && comm->me == 0)
+    error->warning(FLERR, "pair_style mace/flash exchange off: ghost atoms keep stale node features, so energies "
+                          "and forces are wrong whenever ghosts exist (a debugging switch)");
   flashmace_lammps::request_full_neighbor_list(neighbor, this, instance_me);
+
+  // Comm::init(), which runs after this, sizes LAMMPS's buffers from these: every layer's node
+  // features (at most the hidden irreps) must fit. Layers after the last one exchange nothing.
+  const flashmace::MaceConfig& config = model_->config();
+  const int width = config.num_interactions > 1 ? config.hidden().dim() : 0;
+  comm_forward = comm_reverse = width;
+  halo_.set_max_cols(width);
 }
 
-double PairMACEFlash::init_one(int i, int j) {
-  if (setflag[i][j] == 0)
-    error->all(FLERR, "All pair coeffs are not set (pair_coeff * * model.safetensors <elements>)");
-  return cutoff_;
-}
+double PairMACEFlash::init_one(int, int) { return model_->cutoff(); }
 
 flashmace::LocalGraph PairMACEFlash::build_graph() {
   flashmace::LocalGraph g;
@@ -132,17 +179,23 @@ flashmace::LocalGraph PairMACEFlash::build_graph() {
   const int ntotal = g.nlocal + g.nghost;
   double** x = atom->x;
   const int* type = atom->type;
+  const tagint* tag = atom->tag;
   g.atomic_numbers.resize(ntotal);
   g.positions.resize(3 * static_cast<std::size_t>(ntotal));
   for (int i = 0; i < ntotal; ++i) {
     g.atomic_numbers[i] = type_atomic_number_[type[i]];
     for (int d = 0; d < 3; ++d) g.positions[3 * i + d] = x[i][d];
   }
-  const double cut2 = cutoff_ * cutoff_;
+  // Ghost positions are copies of local ones (here or on another rank), so checking local atoms
+  // on every rank covers them all.
+  for (int i = 0; i < g.nlocal; ++i)
+    if (!(std::isfinite(x[i][0]) && std::isfinite(x[i][1]) && std::isfinite(x[i][2])))
+      error->one(FLERR, text("Pair style mace/flash: atom " + std::to_string(tag[i]) +
+                             " has a non-finite position (the simulation has blown up)"));
+
+  const double cut2 = model_->cutoff() * model_->cutoff();
   for (int ii = 0; ii < list->inum; ++ii) {
     const int i = list->ilist[ii];
-    if (!(std::isfinite(x[i][0]) && std::isfinite(x[i][1]) && std::isfinite(x[i][2])))
-      error->one(FLERR, "Pair style mace/flash: atom " + std::to_string(atom->tag[i]) + " has a non-finite position");
     const int* jlist = list->firstneigh[i];
     for (int jj = 0; jj < list->numneigh[i]; ++jj) {
       const int j = jlist[jj] & NEIGHMASK;
@@ -150,9 +203,9 @@ flashmace::LocalGraph PairMACEFlash::build_graph() {
       const double r2 = dx * dx + dy * dy + dz * dz;
       if (r2 >= cut2) continue;
       if (r2 < kMinDistance * kMinDistance)
-        error->one(FLERR, "Pair style mace/flash: atoms " + std::to_string(atom->tag[i]) + " and " +
-                              std::to_string(atom->tag[j]) + " are " + std::to_string(std::sqrt(r2)) +
-                              " A apart (closer than 0.1 A): overlapping atoms");
+        error->one(FLERR, text("Pair style mace/flash: atoms " + std::to_string(std::min(tag[i], tag[j])) + " and " +
+                               std::to_string(std::max(tag[i], tag[j])) + " are " + std::to_string(std::sqrt(r2)) +
+                               " A apart, closer than 0.1 A: overlapping atoms"));
       g.sender.push_back(j);
       g.receiver.push_back(i);
     }
@@ -165,10 +218,14 @@ void PairMACEFlash::compute(int eflag, int vflag) {
   const flashmace::LocalGraph g = build_graph();
   flashmace::LocalPrediction p;
   try {
-    p = model_->evaluate_local(g, exchange_ ? this : nullptr, vflag_atom != 0);
+    p = model_->evaluate_local(g, exchange_ ? &halo_ : nullptr, vflag_atom != 0);
   } catch (const flashmace::Error& e) {
-    error->one(FLERR, std::string("Pair style mace/flash: ") + e.what());
+    error->one(FLERR, text(e.what()));
+  } catch (const std::exception& e) {
+    error->one(FLERR, text(std::string("Pair style mace/flash: evaluation failed: ") + e.what()));
   }
+
+  // Ghost rows too: LAMMPS's reverse communication (newton on) adds them to their owners.
   double** f = atom->f;
   for (int i = 0; i < g.ntotal(); ++i)
     for (int d = 0; d < 3; ++d) f[i][d] += p.forces[3 * i + d];
@@ -176,7 +233,7 @@ void PairMACEFlash::compute(int eflag, int vflag) {
   if (eflag_atom)
     for (int i = 0; i < g.nlocal; ++i) eatom[i] += p.node_energy[i];
   if (vflag_global) {
-    // LAMMPS order xx yy zz xy xz yz; both use sum r_ij f_ij, the same sign as MACE's virial.
+    // Both are sum_edges r_ij (x) f_ij (mace_spec.md 10.3); LAMMPS stores xx yy zz xy xz yz.
     const int voigt[6] = {0, 4, 8, 1, 2, 5};
     for (int k = 0; k < 6; ++k) virial[k] += p.virial[voigt[k]];
   }
@@ -185,51 +242,12 @@ void PairMACEFlash::compute(int eflag, int vflag) {
       for (int k = 0; k < 6; ++k) vatom[i][k] += p.atom_virial[6 * i + k];
 }
 
-void PairMACEFlash::forward(double* rows, int ncols) {
-  comm_rows_ = rows;
-  comm_ncols_ = ncols;
-  flashmace_lammps::forward_comm(comm, this);
-}
-
-void PairMACEFlash::reverse(double* rows, int ncols) {
-  comm_rows_ = rows;
-  comm_ncols_ = ncols;
-  flashmace_lammps::reverse_comm(comm, this);
-  // The gradients of ghost rows now live in their owners.
-  const int nlocal = atom->nlocal, ntotal = nlocal + atom->nghost;
-  std::fill(rows + static_cast<std::size_t>(nlocal) * ncols, rows + static_cast<std::size_t>(ntotal) * ncols, 0.0);
-}
-
 int PairMACEFlash::pack_forward_comm(int n, int* list_, double* buf, int, int*) {
-  int m = 0;
-  for (int k = 0; k < n; ++k) {
-    const double* row = comm_rows_ + static_cast<std::size_t>(list_[k]) * comm_ncols_;
-    for (int c = 0; c < comm_ncols_; ++c) buf[m++] = row[c];
-  }
-  return m;
+  return halo_.pack_forward(n, list_, buf);
 }
 
-void PairMACEFlash::unpack_forward_comm(int n, int first, double* buf) {
-  int m = 0;
-  for (int i = first; i < first + n; ++i) {
-    double* row = comm_rows_ + static_cast<std::size_t>(i) * comm_ncols_;
-    for (int c = 0; c < comm_ncols_; ++c) row[c] = buf[m++];
-  }
-}
+void PairMACEFlash::unpack_forward_comm(int n, int first, double* buf) { halo_.unpack_forward(n, first, buf); }
 
-int PairMACEFlash::pack_reverse_comm(int n, int first, double* buf) {
-  int m = 0;
-  for (int i = first; i < first + n; ++i) {
-    const double* row = comm_rows_ + static_cast<std::size_t>(i) * comm_ncols_;
-    for (int c = 0; c < comm_ncols_; ++c) buf[m++] = row[c];
-  }
-  return m;
-}
+int PairMACEFlash::pack_reverse_comm(int n, int first, double* buf) { return halo_.pack_reverse(n, first, buf); }
 
-void PairMACEFlash::unpack_reverse_comm(int n, int* list_, double* buf) {
-  int m = 0;
-  for (int k = 0; k < n; ++k) {
-    double* row = comm_rows_ + static_cast<std::size_t>(list_[k]) * comm_ncols_;
-    for (int c = 0; c < comm_ncols_; ++c) row[c] += buf[m++];
-  }
-}
+void PairMACEFlash::unpack_reverse_comm(int n, int* list_, double* buf) { halo_.unpack_reverse(n, list_, buf); }

@@ -1,13 +1,15 @@
 #pragma once
 // pair_style mace/flash: MACE potentials through flashmace (docs/pair_style.md). A thin adapter:
-// it turns LAMMPS atoms and the full neighbour list into a LocalGraph (nodes = local then ghost
-// atoms, in LAMMPS order; edges into local atoms), and is itself the HaloExchanger that refreshes
-// ghost-atom features between layers with LAMMPS forward/reverse communication.
+// LAMMPS atoms and the full neighbour list become a flashmace::LocalGraph (node = LAMMPS atom
+// index, local atoms first, then ghosts; edges into local atoms), the model's energies, forces and
+// virials go back into LAMMPS's arrays, and the per-layer ghost exchange travels through LAMMPS's
+// pair communication (LammpsHaloExchanger).
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/local_graph.h"
+#include "lammps_halo_exchanger.h"
 #include "pair.h"
 
 namespace flashmace {
@@ -16,7 +18,7 @@ class ReferenceModel;
 
 namespace LAMMPS_NS {
 
-class PairMACEFlash : public Pair, public flashmace::HaloExchanger {
+class PairMACEFlash : public Pair {
  public:
   explicit PairMACEFlash(class LAMMPS*);
   ~PairMACEFlash() override;
@@ -27,28 +29,29 @@ class PairMACEFlash : public Pair, public flashmace::HaloExchanger {
   void init_style() override;
   double init_one(int, int) override;
 
+  // Ghost-row exchange of node features (forward) and their gradients (reverse).
   int pack_forward_comm(int, int*, double*, int, int*) override;
   void unpack_forward_comm(int, int, double*) override;
   int pack_reverse_comm(int, int, double*) override;
   void unpack_reverse_comm(int, int*, double*) override;
 
-  // flashmace::HaloExchanger
-  void forward(double* rows, int ncols) override;
-  void reverse(double* rows, int ncols) override;
-
  private:
   void allocate();
+  void load_model();
   flashmace::LocalGraph build_graph();
 
+  // pair_style keywords
   std::string device_ = "cpu";
-  std::string dtype_;  // "" = the model file's dtype
+  std::string dtype_;  // "" = the model file's own dtype
   bool exchange_ = true;
-  std::unique_ptr<flashmace::ReferenceModel> model_;
-  std::vector<int> type_atomic_number_;  // [ntypes + 1]
-  double cutoff_ = 0.0;
 
-  double* comm_rows_ = nullptr;  // rows being exchanged, [nlocal + nghost][comm_ncols_]
-  int comm_ncols_ = 0;
+  // pair_coeff
+  std::string model_path_;
+  std::vector<std::string> type_element_;  // [ntypes + 1], index 0 unused
+  std::vector<int> type_atomic_number_;    // [ntypes + 1]
+
+  std::unique_ptr<flashmace::ReferenceModel> model_;
+  flashmace_lammps::LammpsHaloExchanger halo_;
 };
 
 }  // namespace LAMMPS_NS

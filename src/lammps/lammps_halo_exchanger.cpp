@@ -1,0 +1,73 @@
+#include "lammps_halo_exchanger.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+#include "atom.h"
+#include "core/error.h"
+#include "lammps.h"
+#include "lmp_compat.h"
+
+namespace flashmace_lammps {
+
+void LammpsHaloExchanger::begin(double* rows, int ncols, const char* direction) {
+  // LAMMPS sized its buffers at init from comm_forward/comm_reverse; a wider row would overflow them.
+  if (ncols > max_cols_)
+    throw flashmace::Error(std::string("mace/flash halo exchange (") + direction + "): rows of " +
+                           std::to_string(ncols) + " values exceed the " + std::to_string(max_cols_) +
+                           " that LAMMPS's communication buffers were sized for");
+  rows_ = rows;
+  ncols_ = ncols;
+}
+
+void LammpsHaloExchanger::forward(double* rows, int ncols) {
+  begin(rows, ncols, "forward");
+  forward_comm(lmp_->comm, pair_);
+  rows_ = nullptr;
+}
+
+void LammpsHaloExchanger::reverse(double* rows, int ncols) {
+  begin(rows, ncols, "reverse");
+  reverse_comm(lmp_->comm, pair_);
+  rows_ = nullptr;
+  // Multi-hop swaps leave partial sums in ghost rows on the way home; the owners hold the totals.
+  const std::size_t nlocal = lmp_->atom->nlocal, ntotal = nlocal + lmp_->atom->nghost;
+  std::fill(rows + nlocal * ncols, rows + ntotal * ncols, 0.0);
+}
+
+int LammpsHaloExchanger::pack_forward(int n, const int* list, double* buf) const {
+  int m = 0;
+  for (int k = 0; k < n; ++k) {
+    const double* row = rows_ + static_cast<std::size_t>(list[k]) * ncols_;
+    for (int c = 0; c < ncols_; ++c) buf[m++] = row[c];
+  }
+  return m;
+}
+
+void LammpsHaloExchanger::unpack_forward(int n, int first, const double* buf) {
+  int m = 0;
+  for (int i = first; i < first + n; ++i) {
+    double* row = rows_ + static_cast<std::size_t>(i) * ncols_;
+    for (int c = 0; c < ncols_; ++c) row[c] = buf[m++];
+  }
+}
+
+int LammpsHaloExchanger::pack_reverse(int n, int first, double* buf) const {
+  int m = 0;
+  for (int i = first; i < first + n; ++i) {
+    const double* row = rows_ + static_cast<std::size_t>(i) * ncols_;
+    for (int c = 0; c < ncols_; ++c) buf[m++] = row[c];
+  }
+  return m;
+}
+
+void LammpsHaloExchanger::unpack_reverse(int n, const int* list, const double* buf) {
+  int m = 0;
+  for (int k = 0; k < n; ++k) {
+    double* row = rows_ + static_cast<std::size_t>(list[k]) * ncols_;
+    for (int c = 0; c < ncols_; ++c) row[c] += buf[m++];
+  }
+}
+
+}  // namespace flashmace_lammps
