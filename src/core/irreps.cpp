@@ -30,6 +30,9 @@ bool all_digits(const std::string& s) {
 
 Irreps Irreps::parse(const std::string& text) {
   std::vector<MulIr> blocks;
+  if (trim(text).empty()) return Irreps(blocks);  // as in e3nn: the empty irreps
+  // getline drops a trailing empty field; e3nn rejects "16x0e+", so do we.
+  if (trim(text).back() == '+') throw Error("Bad irreps string '" + text + "': trailing '+'");
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, '+')) {

@@ -34,9 +34,9 @@ T required(const json& doc, const char* key, const std::string& where) {
   }
 }
 
-std::string optional_string(const json& doc, const char* key, const std::string& fallback) {
+std::string optional_string(const json& doc, const char* key, const std::string& fallback, const std::string& where) {
   if (!doc.contains(key) || doc.at(key).is_null()) return fallback;
-  if (!doc.at(key).is_string()) throw Error(std::string("metadata '") + key + "' must be a string or null");
+  if (!doc.at(key).is_string()) throw Error(where + "metadata '" + key + "' must be a string or null");
   return doc.at(key).get<std::string>();
 }
 
@@ -94,7 +94,7 @@ MaceConfig parse_mace_config(const std::string& json_text, const std::string& wh
   c.radial_type = required<std::string>(doc, "radial_type", where);
   if (c.radial_type != "bessel")
     throw Error(where + "unsupported radial_type '" + c.radial_type + "' (supported: bessel)");
-  c.distance_transform = optional_string(doc, "distance_transform", "");
+  c.distance_transform = optional_string(doc, "distance_transform", "", where);
   if (c.distance_transform == "None") c.distance_transform.clear();
   if (!c.distance_transform.empty() && c.distance_transform != "Agnesi" && c.distance_transform != "Soft")
     throw Error(where + "unsupported distance_transform '" + c.distance_transform + "' (Agnesi, Soft or null)");

@@ -28,7 +28,8 @@ struct Graph {
 };
 
 // Rejects structures the model cannot evaluate, with a message naming the atom: empty, NaN or
-// infinite coordinates, two atoms (or an atom and a periodic image) closer than min_distance.
+// infinite coordinates, a degenerate periodic cell. (Overlapping atoms are caught by
+// build_neighbor_list, which sees every pair.)
 void check_structure(const Structure& s);
 
 // Full neighbour list, every pair (including periodic images of an atom itself) with

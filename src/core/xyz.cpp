@@ -49,11 +49,14 @@ Structure parse_extxyz(const std::string& text, const std::string& label) {
   const std::string where = "XYZ file " + label + ": ";
   if (!std::getline(in, line)) throw Error(where + "empty file");
   int n = -1;
+  std::size_t used = 0;
   try {
-    n = std::stoi(line);
+    n = std::stoi(line, &used);
   } catch (const std::exception&) {
-    throw Error(where + "line 1 must hold the number of atoms, got '" + line + "'");
+    used = 0;
   }
+  if (used == 0 || line.find_first_not_of(" \t\r", used) != std::string::npos)
+    throw Error(where + "line 1 must hold the number of atoms, got '" + line + "'");
   if (n < 0) throw Error(where + "negative atom count");
   std::string comment;
   std::getline(in, comment);
@@ -87,7 +90,15 @@ Structure parse_extxyz(const std::string& text, const std::string& label) {
     species_col = pos_col = -1;
     int col = 0;
     for (std::size_t k = 0; k < f.size(); k += 3) {
-      const int count = std::stoi(f[k + 2]);
+      int count = 0;
+      try {
+        count = std::stoi(f[k + 2]);
+      } catch (const std::exception&) {
+        count = 0;
+      }
+      if (count < 1) throw Error(where + "Properties entry '" + f[k] + "' has a bad column count '" + f[k + 2] + "'");
+      if ((f[k] == "species" && count != 1) || (f[k] == "pos" && count != 3))
+        throw Error(where + "Properties needs species:S:1 and pos:R:3, got " + f[k] + " with " + f[k + 2] + " columns");
       if (f[k] == "species") species_col = col;
       if (f[k] == "pos") pos_col = col;
       col += count;
