@@ -1,0 +1,89 @@
+"""Running flashmace-lmp from tests: input decks, data files of reference structures, thermo output."""
+import os
+import subprocess
+
+import numpy as np
+
+LMP = os.environ.get("FLASHMACE_LMP", "")
+SOURCE = os.environ.get("FLASHMACE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+EXAMPLES = os.path.join(SOURCE, "examples", "lammps")
+TINY = os.path.join(SOURCE, "potentials", "testing", "tiny-cuni-random.safetensors")
+CUNI_DATA = os.path.join(EXAMPLES, "cuni_fcc108.data")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np"]
+
+# LAMMPS metal units: pressure (bar) = virial (eV) / volume (A^3) * NKTV2P (force->nktv2p in LAMMPS).
+NKTV2P = 1.6021765e6
+
+ELEMENTS = {1: ("H", 1.008), 6: ("C", 12.011), 8: ("O", 15.999), 14: ("Si", 28.0855), 28: ("Ni", 58.6934),
+            29: ("Cu", 63.546)}
+
+
+def lammps_env(threads=1):
+    """One LibTorch thread per rank: ranks x threads must not oversubscribe the 2-core CI machines."""
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def run_lammps(workdir, deck, nprocs=1, check=True, args=(), timeout=900, exe=None):
+    """Runs `deck` (text) in workdir with flashmace-lmp (or the command `exe`, a list), serially or
+    under mpirun; returns stdout+stderr."""
+    (workdir / "in.deck").write_text(deck)
+    cmd = [*MPIRUN, str(nprocs)] if nprocs > 1 else []
+    cmd += [*(exe or [LMP]), "-in", "in.deck", "-log", "none", "-echo", "none", *args]
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=lammps_env())
+    output = proc.stdout + proc.stderr
+    if check:
+        assert proc.returncode == 0 and "ERROR" not in output, f"{' '.join(cmd)}\n{output[-4000:]}"
+    return output
+
+
+def thermo_rows(output):
+    """The numeric rows of every thermo block ("Step ..." header to "Loop time"), as one array."""
+    rows, in_block = [], False
+    for line in output.splitlines():
+        words = line.split()
+        if words[:1] == ["Step"]:
+            in_block = True
+            continue
+        if in_block:
+            try:
+                rows.append([float(w) for w in words])
+            except ValueError:
+                in_block = False
+    return np.array(rows)
+
+
+def lammps_frame(cell):
+    """Rotation Q (3x3) taking the reference frame to LAMMPS's: cell @ Q is lower triangular with a
+    positive diagonal (rows are lattice vectors: a along x, b in the xy plane). Vectors rotate as
+    v @ Q, tensors as Q.T @ T @ Q."""
+    q, r = np.linalg.qr(np.asarray(cell, dtype=float).T)
+    return q * np.sign(np.diag(r))
+
+
+def write_data(path, numbers, positions, cell):
+    """LAMMPS data file (atom_style atomic) for a periodic structure already in LAMMPS's frame
+    (cell lower triangular). Types are the elements in ascending Z; returns their symbols."""
+    kinds = sorted({int(z) for z in numbers})
+    h = np.asarray(cell, dtype=float)
+    frac = np.linalg.solve(h.T, np.asarray(positions, dtype=float).T).T % 1.0
+    pos = frac @ h
+    f = lambda v: repr(float(v))  # noqa: E731  repr: shortest round-trip text of the double
+    lines = ["flashmace test structure", "", f"{len(numbers)} atoms", f"{len(kinds)} atom types", "",
+             f"0 {f(h[0, 0])} xlo xhi", f"0 {f(h[1, 1])} ylo yhi", f"0 {f(h[2, 2])} zlo zhi",
+             f"{f(h[1, 0])} {f(h[2, 0])} {f(h[2, 1])} xy xz yz", "", "Masses", ""]
+    lines += [f"{t + 1} {ELEMENTS[z][1]}" for t, z in enumerate(kinds)]
+    lines += ["", "Atoms # atomic", ""]
+    lines += [f"{i + 1} {kinds.index(int(z)) + 1} {f(p[0])} {f(p[1])} {f(p[2])}"
+              for i, (z, p) in enumerate(zip(numbers, pos))]
+    path.write_text("\n".join(lines) + "\n")
+    return [ELEMENTS[z][0] for z in kinds]
+
+
+def write_extxyz(path, numbers, positions, cell):
+    """Extended XYZ (flashmace-eval's input) in the reference frame."""
+    lattice = " ".join(repr(float(v)) for v in np.asarray(cell).ravel())
+    lines = [str(len(numbers)), f'Lattice="{lattice}" Properties=species:S:1:pos:R:3 pbc="T T T"']
+    lines += [f"{ELEMENTS[int(z)][0]} " + " ".join(repr(float(v)) for v in p) for z, p in zip(numbers, positions)]
+    path.write_text("\n".join(lines) + "\n")
