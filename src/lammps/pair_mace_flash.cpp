@@ -157,6 +157,10 @@ void PairMACEFlash::init_style() {
   if (std::strcmp(update->unit_style, "metal") != 0)
     error->all(FLERR, "Pair style mace/flash requires metal units (eV, Angstrom)");
   if (!model_) error->all(FLERR, "Pair style mace/flash needs pair_coeff * * model.safetensors <elements>");
+  // pair_style hybrid sizes the comm buffers from its sub-styles' widths when it is created, before
+  // the model (and so the feature width) is known here: the halo exchange would overflow them.
+  if (force->pair != this)
+    error->all(FLERR, "Pair style mace/flash cannot be used as a sub-style of pair_style hybrid or hybrid/overlay");
   if (!exchange_ && comm->me == 0)
     error->warning(FLERR, "pair_style mace/flash exchange off: ghost atoms keep stale node features, so energies "
                           "and forces are wrong whenever ghosts exist (a debugging switch)");

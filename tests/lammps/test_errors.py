@@ -36,6 +36,8 @@ def lammps_error(tmp_path, pair=PAIR, newton="on", units="metal", data=CUNI_DATA
     (f"pair_style mace/flash\npair_coeff 1 2 {TINY} Cu Ni", "Incorrect args for pair coefficients"),  # LAMMPS's
     ("pair_style mace/flash\npair_coeff * * /nonexistent/model.safetensors Cu Ni",
      "Cannot open model file /nonexistent/model.safetensors: no such file or not readable"),
+    (f"pair_style hybrid/overlay mace/flash zero 3.0\npair_coeff * * mace/flash {TINY} Cu Ni\npair_coeff * * zero",
+     "Pair style mace/flash cannot be used as a sub-style of pair_style hybrid or hybrid/overlay"),
     ("pair_style mace/flash chunk 4", "Illegal pair_style mace/flash keyword chunk: known are device, dtype, exchange"),
     ("pair_style mace/flash device tpu", "Illegal pair_style mace/flash device tpu: use cpu, cuda or cuda:N"),
     ("pair_style mace/flash dtype float16", "Illegal pair_style mace/flash dtype float16: use float32 or float64"),
