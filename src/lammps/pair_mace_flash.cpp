@@ -50,6 +50,9 @@ PairMACEFlash::PairMACEFlash(LAMMPS* lmp) : Pair(lmp), halo_(lmp, this) {
   one_coeff = 1;
   manybody_flag = 1;
   no_virial_fdotr_compute = 1;  // the virial comes from the edge vectors (mace_spec.md 10.3)
+  // Edge gradients are not along the edges, so the symmetrized per-atom virial is not the centroid
+  // form that compute centroid/stress/atom needs: let LAMMPS refuse it rather than mislabel it.
+  centroidstressflag = CENTROID_NOTAVAIL;
 }
 
 PairMACEFlash::~PairMACEFlash() {

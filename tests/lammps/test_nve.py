@@ -3,11 +3,12 @@
 
 Velocity Verlet conserves a shadow Hamiltonian: with forces that are the exact gradient of the
 energy, the total energy fluctuates by O(dt^2) around a constant and does not drift. Measured on
-this system (tiny-cuni-random model, 1 fs): largest excursion 3.4e-5 eV (3e-7 eV/atom) and a
-fitted drift of 2.4e-6 eV per 1000 steps (2e-8 eV/atom), against kinetic-energy fluctuations of
-0.14 eV. The bounds below are ~30x those numbers, still tiny next to what broken forces give: a
-force error dF does work sum(dF.v) each step, and missing ghost forces or a ghost exchange in the
-wrong place (|dF| ~ |F| ~ 0.05 eV/A at thermal speeds ~0.05 A/fs) drift by eV in 1000 steps."""
+this system (tiny-cuni-random model, 1 fs): largest excursion 2.6e-5 eV (2.4e-7 eV/atom) and a
+fitted drift of 3.2e-6 eV per 1000 steps (3.0e-8 eV/atom), against kinetic-energy fluctuations of
+0.14 eV. The bounds below are ~30x those numbers and still far below what wrong forces give
+(an estimate, not a measured control): a force error dF does work dF.v every step; at 600 K atoms
+move ~0.005 A/fs, so an error of 10% of a typical 0.05 eV/A force adds ~2.5e-5 eV per atom and
+step, past the excursion bound within a step if systematic and within ~1000 steps if random."""
 import shutil
 
 import numpy as np
