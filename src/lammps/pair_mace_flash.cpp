@@ -31,17 +31,6 @@ constexpr double kMinDistance = 0.1;  // A
 // through fmt, and model-file messages may contain braces.
 std::string text(const std::string& s) { return s; }
 
-// The CUDA device of `device cuda`: one per rank on a node, in node-local rank order.
-std::string resolve_device(const std::string& device, MPI_Comm world) {
-  if (device != "cuda") return device;
-  MPI_Comm node;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local_rank = 0;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
-  return "cuda:" + std::to_string(local_rank);
-}
-
 }  // namespace
 
 PairMACEFlash::PairMACEFlash(LAMMPS* lmp) : Pair(lmp), halo_(lmp, this) {
@@ -123,7 +112,7 @@ void PairMACEFlash::coeff(int narg, char** arg) {
 }
 
 void PairMACEFlash::load_model() {
-  const std::string device = resolve_device(device_, world);
+  const std::string& device = device_;
   try {
     const flashmace::ModelFile file = flashmace::ModelFile::load(model_path_);
     model_ = std::make_unique<flashmace::ReferenceModel>(file, flashmace::EvalOptions{dtype_, device});

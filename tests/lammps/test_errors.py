@@ -1,4 +1,7 @@
 """User errors stop LAMMPS with a message that says what is wrong (checked word for word)."""
+import shutil
+import subprocess
+
 import pytest
 from lammps_harness import CUNI_DATA, TINY, run_lammps
 
@@ -46,6 +49,13 @@ def lammps_error(tmp_path, pair=PAIR, newton="on", units="metal", data=CUNI_DATA
 def test_bad_pair_commands_are_explained(tmp_path, pair, message):
     out = lammps_error(tmp_path, pair=pair)
     assert message in out, out[-3000:]
+
+
+def test_cuda_without_a_gpu_is_explained(tmp_path):
+    if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi"], capture_output=True).returncode == 0:
+        pytest.skip("this machine has a GPU")
+    out = lammps_error(tmp_path, pair=f"pair_style mace/flash device cuda\npair_coeff * * {TINY} Cu Ni")
+    assert "Device 'cuda' requested but this machine has no usable CUDA GPU; use device cpu" in out, out[-3000:]
 
 
 def test_newton_off_is_refused(tmp_path):
