@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "atom.h"
 #include "core/error.h"
@@ -11,7 +12,7 @@
 
 namespace flashmace_lammps {
 
-void LammpsHaloExchanger::begin(double* rows, int ncols, const char* direction) {
+void LammpsHaloExchanger::start(double* rows, int ncols, const char* direction) {
   // LAMMPS sized its buffers at init from comm_forward/comm_reverse; a wider row would overflow them.
   if (ncols > max_cols_)
     throw flashmace::Error(std::string("mace/flash halo exchange (") + direction + "): rows of " +
@@ -21,14 +22,26 @@ void LammpsHaloExchanger::begin(double* rows, int ncols, const char* direction) 
   ncols_ = ncols;
 }
 
+void LammpsHaloExchanger::begin() { open_.clear(); }
+
+void LammpsHaloExchanger::finish() {
+  const std::size_t ntotal = lmp_->atom->nlocal + lmp_->atom->nghost;
+  while (!open_.empty()) {
+    std::vector<double> zeros(ntotal * open_.back());
+    reverse(zeros.data(), open_.back());
+  }
+}
+
 void LammpsHaloExchanger::forward(double* rows, int ncols) {
-  begin(rows, ncols, "forward");
+  start(rows, ncols, "forward");
   forward_comm(lmp_->comm, pair_);
   rows_ = nullptr;
+  open_.push_back(ncols);
 }
 
 void LammpsHaloExchanger::reverse(double* rows, int ncols) {
-  begin(rows, ncols, "reverse");
+  start(rows, ncols, "reverse");
+  if (!open_.empty()) open_.pop_back();
   reverse_comm(lmp_->comm, pair_);
   rows_ = nullptr;
   // Multi-hop swaps leave partial sums in ghost rows on the way home; the owners hold the totals.

@@ -5,6 +5,8 @@
 //
 // LAMMPS drives the packing: forward()/reverse() call comm->forward_comm / reverse_comm on the
 // pair, and the pair's pack_*/unpack_* overrides hand their arguments to the methods below.
+#include <vector>
+
 #include "core/local_graph.h"
 
 namespace LAMMPS_NS {
@@ -26,6 +28,13 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   void forward(double* rows, int ncols) override;  // ghost rows <- their owners' rows
   void reverse(double* rows, int ncols) override;  // owners += ghost rows; ghost rows <- 0
 
+  // Every exchange is collective: all ranks must make the same sequence of them. A rank whose
+  // domain has no edges computes no gradients, so the model skips its backward pass and with it
+  // the reverse exchanges its neighbours wait for. Bracket each evaluation with these: finish()
+  // makes the missing reverse exchanges (zero gradients, last forward first).
+  void begin();
+  void finish();
+
   // Pair::pack_forward_comm & co., with LAMMPS's arguments.
   int pack_forward(int n, const int* list, double* buf) const;
   void unpack_forward(int n, int first, const double* buf);
@@ -33,13 +42,14 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   void unpack_reverse(int n, const int* list, const double* buf);
 
  private:
-  void begin(double* rows, int ncols, const char* direction);
+  void start(double* rows, int ncols, const char* direction);
 
   LAMMPS_NS::LAMMPS* lmp_;
   LAMMPS_NS::Pair* pair_;
   int max_cols_ = 0;
   double* rows_ = nullptr;  // the rows of the exchange in progress
   int ncols_ = 0;
+  std::vector<int> open_;  // widths of forward exchanges not yet matched by a reverse one
 };
 
 }  // namespace flashmace_lammps

@@ -112,14 +112,13 @@ void PairMACEFlash::coeff(int narg, char** arg) {
 }
 
 void PairMACEFlash::load_model() {
-  const std::string& device = device_;
   try {
     const flashmace::ModelFile file = flashmace::ModelFile::load(model_path_);
-    model_ = std::make_unique<flashmace::ReferenceModel>(file, flashmace::EvalOptions{dtype_, device});
+    model_ = std::make_unique<flashmace::ReferenceModel>(file, flashmace::EvalOptions{dtype_, device_});
   } catch (const flashmace::Error& e) {
     error->all(FLERR, text(e.what()));
   } catch (const std::exception& e) {
-    error->all(FLERR, text("Pair style mace/flash cannot load " + model_path_ + " on device " + device + ": " + e.what()));
+    error->all(FLERR, text("Pair style mace/flash cannot load " + model_path_ + " on device " + device_ + ": " + e.what()));
   }
   const flashmace::MaceConfig& config = model_->config();
   std::string known;
@@ -141,7 +140,7 @@ void PairMACEFlash::load_model() {
     utils::logmesg(lmp, text("mace/flash: " + model_path_ + ": elements " + known + ", r_max " +
                              std::to_string(config.r_max) + " A, " + std::to_string(config.num_interactions) +
                              " interactions, hidden irreps " + config.hidden_irreps + ", " +
-                             (dtype_.empty() ? config.dtype : dtype_) + " on " + device + "\n"));
+                             (dtype_.empty() ? config.dtype : dtype_) + " on " + device_ + "\n"));
 }
 
 void PairMACEFlash::init_style() {
@@ -214,7 +213,9 @@ void PairMACEFlash::compute(int eflag, int vflag) {
   const flashmace::LocalGraph g = build_graph();
   flashmace::LocalPrediction p;
   try {
+    halo_.begin();
     p = model_->evaluate_local(g, exchange_ ? &halo_ : nullptr, vflag_atom != 0);
+    halo_.finish();
   } catch (const flashmace::Error& e) {
     error->one(FLERR, text(e.what()));
   } catch (const std::exception& e) {

@@ -70,3 +70,39 @@ def test_rank_counts_agree_and_disagree_without_exchange(tmp_path):
     assert mismatch(stale_two, one) > 1e3 * TRAJECTORY_RTOL
     # ... and it depends on the decomposition: off, 1 and 2 ranks disagree with each other too.
     assert mismatch(stale_two[:1], stale_one) > 1e3 * STEP0_RTOL
+
+
+EMPTY_RANK_DECK = """units metal
+atom_style atomic
+atom_modify map array
+newton on
+# 32 atoms in the first tenth of a long box: on 2 and 4 ranks some ranks own no atoms, and their
+# ghosts (periodic images) have no edges, yet every rank must take part in every exchange
+region box block 0 20 0 2 0 2
+create_box 2 box
+lattice fcc 3.6 origin 0.1 0.1 0.1
+region left block 0 2 0 2 0 2 units lattice
+create_atoms 1 region left
+set type 1 type/fraction 2 0.5 12345
+mass * 60.0
+pair_style mace/flash
+pair_coeff * * {model} Cu Ni
+velocity all create 300 1234 loop geom
+fix nve all nve
+thermo_style custom step pe etotal press
+thermo_modify format float %.17g
+thermo 5
+run 10
+"""
+
+
+def test_ranks_without_atoms_take_part_in_every_exchange(tmp_path):
+    # Such a rank computes no gradients; without matching reverse exchanges its neighbours wait
+    # forever (the timeout turns a deadlock into a failure).
+    rows = {}
+    for nprocs in (1, 2, 4):
+        workdir = tmp_path / f"np{nprocs}"
+        workdir.mkdir()
+        rows[nprocs] = thermo_rows(run_lammps(workdir, EMPTY_RANK_DECK.format(model=TINY), nprocs, timeout=300))
+    for nprocs in (2, 4):
+        np.testing.assert_allclose(rows[nprocs], rows[1], rtol=TRAJECTORY_RTOL, atol=0)
