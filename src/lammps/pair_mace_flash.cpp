@@ -158,7 +158,7 @@ void PairMACEFlash::init_style() {
   flashmace_lammps::request_full_neighbor_list(neighbor, this, instance_me);
 
   // Comm::init(), which runs after this, sizes LAMMPS's buffers from these: every layer's node
-  // features (at most the hidden irreps) must fit. Layers after the last one exchange nothing.
+  // features (at most the hidden irreps) must fit; the last layer's output is not exchanged.
   const flashmace::MaceConfig& config = model_->config();
   const int width = config.num_interactions > 1 ? config.hidden().dim() : 0;
   comm_forward = comm_reverse = width;
