@@ -179,6 +179,9 @@ def export_model(model, out_path, dtype=None, source="live object"):
         source = os.path.basename(str(model))
         model = torch.load(str(model), map_location="cpu", weights_only=False)
     config = extract_config_mace_model(model)
+    # extract_config_mace_model reads the correlation of the first product only; models may use one
+    # per layer (correlation=[2, 3]), so take each layer's from its symmetric contraction.
+    config["correlation"] = [len(p.symmetric_contractions.contractions[0].weights) + 1 for p in model.products]
     avg = [float(block.avg_num_neighbors) for block in model.interactions]
     state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
     try:
