@@ -7,18 +7,19 @@ that the first 18 cases cover every combination of
   first/later interaction block: residual/residual, non-residual/residual, Density/DensityResidual,
   distance transform: none, Agnesi, Soft,
   ZBL pair repulsion: off, on;
-the other hyperparameters are drawn at random (hidden irreps max_L 0-2 with 4-16 channels, max_ell
-2-3, correlation 1-3 (a per-layer list in some cases), 2-3 interactions, 1-5 random elements,
-radial MLP, Bessel and cutoff-polynomial sizes, r_max 3-6, avg_num_neighbors (per layer in some
-cases), E0s, scale and shift). Every weight is redrawn from N(0, 0.5^2): MACE zero-initialises some.
+the other hyperparameters are drawn at random: hidden irreps max_L 0-2 with 4-16 channels, max_ell
+2-3, correlation 1-3 (a per-layer list in a quarter of the cases), 2-3 interactions, 1-5 random
+elements, radial MLP, Bessel and cutoff-polynomial sizes, r_max 3-6, avg_num_neighbors (per layer
+in a quarter of the cases), E0s, scale and shift. Every weight is redrawn from N(0, 1) (the first
+radial-MLP layer of non-Density blocks from N(0, 9)): MACE zero-initialises some.
 
 Structures per case: a periodic triclinic cell (4-20 atoms, often smaller than r_max, so many
-images), a non-periodic cluster (sometimes written with a Lattice and pbc="F F F"), and in every
-third case a slab (pbc="T T F" with a tilted non-periodic vector). No pair is closer than 0.8 A.
+images), a non-periodic cluster (sometimes written with a Lattice and pbc="F F F"), and in two
+cases out of five a slab (pbc="T T F", tilted non-periodic vector). No pair is closer than 0.8 A.
 
 Tolerances are the reference-path acceptance criteria, against MACE in float64: energy 1e-12
 relative, per-atom energies, forces and stress (fully periodic only) 1e-10 absolute; and
-flashmace-eval --dtype float32 energy 1e-5 relative."""
+flashmace-eval --dtype float32 energy (periodic structure) 1e-5 relative."""
 import json
 import os
 import subprocess
@@ -32,6 +33,7 @@ ase = pytest.importorskip("ase")
 from e3nn import o3  # noqa: E402
 from mace import data as mace_data  # noqa: E402
 from mace import modules  # noqa: E402
+from mace.modules import symmetric_contraction  # noqa: E402
 from mace.tools import torch_geometric, utils  # noqa: E402
 
 import export_mace  # noqa: E402
@@ -44,13 +46,43 @@ BLOCKS = [("RealAgnosticResidualInteractionBlock", "RealAgnosticResidualInteract
 TRANSFORMS = ["None", "Agnesi", "Soft"]
 MAX_Z = 86  # elements with tabulated covalent radii (used by ZBL and the distance transforms)
 MIN_DISTANCE = 0.8
+ATOM_VOLUME = 12.0  # A^3 per atom in the random structures
+
+# Speed only: MACE recomputes the symmetric-contraction coupling tensors (U_matrix_real, e3nn
+# Wigner products, seconds each for correlation 3) for every product block of every model. They are
+# a deterministic function of the arguments, so compute each once and hand MACE a fresh copy.
+_U_CACHE = {}
+_U_matrix_real = symmetric_contraction.U_matrix_real
+
+
+def _cached_U_matrix_real(*args, **kwargs):
+    key = (tuple(str(a) for a in args), tuple(sorted((k, str(v)) for k, v in kwargs.items())))
+    if key not in _U_CACHE:
+        _U_CACHE[key] = _U_matrix_real(*args, **kwargs)
+    return [x.clone() if torch.is_tensor(x) else x for x in _U_CACHE[key]]
+
+
+symmetric_contraction.U_matrix_real = _cached_U_matrix_real
+torch.set_num_threads(1)  # tiny graphs: threads only add overhead, and the test shares 2 cores
 
 
 def variant(k):
     """(first block, later block, distance transform, ZBL) of case k; all 18 combinations in k < 18."""
-    q = k // 3
     first, rest = BLOCKS[k % 3]
-    return first, rest, TRANSFORMS[q % 3], bool((q + k % 3) % 2)
+    return first, rest, TRANSFORMS[(k // 3) % 3], bool(k % 2)
+
+
+# Further options, on case subsets that meet every block class and both ZBL settings.
+def per_layer_correlation(k):
+    return k % 8 in (0, 5)
+
+
+def per_layer_avg_num_neighbors(k):
+    return k % 8 in (2, 7)
+
+
+def with_slab(k):
+    return k % 5 in (1, 3)
 
 
 def draw_model(k, rng):
@@ -60,17 +92,26 @@ def draw_model(k, rng):
     channels = int(rng.choice([4, 6, 8, 12, 16]))
     hidden = "+".join(f"{channels}x{l}{'e' if l % 2 == 0 else 'o'}" for l in range(max_L + 1))
     zs = sorted(int(z) for z in rng.choice(np.arange(1, MAX_Z + 1), size=int(rng.integers(1, 6)), replace=False))
-    if k % 4 == 3:  # per-layer correlation orders (MACE accepts a list)
+    if per_layer_correlation(k):  # per-layer correlation orders (MACE accepts a list)
         correlation = [int(c) for c in rng.integers(1, 4, size=layers)]
+        if len(set(correlation)) == 1:
+            correlation[-1] = correlation[-1] % 3 + 1
     else:
         correlation = int(rng.integers(1, 4))
+    if channels == 16 and len(zs) == 1 and max_L > 0 and 1 in np.atleast_1d(correlation):
+        # mace-torch 0.3.15 itself cannot evaluate this model: SymmetricContraction.forward's final
+        # out.view() fails on the non-contiguous einsum result (correlation 1, one element, 16 channels).
+        channels = 12
+        hidden = hidden.replace("16x", "12x")
+    r_max = float(rng.uniform(3.0, 6.0))
+    neighbours = 4 / 3 * np.pi * r_max**3 / ATOM_VOLUME  # expected in the structures drawn below
     hp = dict(
-        r_max=float(rng.uniform(3.0, 6.0)), num_bessel=int(rng.integers(4, 11)),
+        r_max=r_max, num_bessel=int(rng.integers(4, 11)),
         num_polynomial_cutoff=int(rng.integers(3, 7)), max_ell=int(rng.integers(2, 4)),
         interaction_cls=modules.interaction_classes[rest], interaction_cls_first=modules.interaction_classes[first],
         num_interactions=layers, num_elements=len(zs), hidden_irreps=o3.Irreps(hidden),
         MLP_irreps=o3.Irreps(f"{int(rng.choice([4, 8, 16]))}x0e"), atomic_energies=rng.uniform(-5, 0, len(zs)),
-        avg_num_neighbors=float(rng.uniform(2, 30)), atomic_numbers=zs, correlation=correlation,
+        avg_num_neighbors=float(neighbours * rng.uniform(0.3, 1.5)), atomic_numbers=zs, correlation=correlation,
         gate=torch.nn.functional.silu, radial_MLP=[int(rng.choice([8, 16, 32])) for _ in range(rng.integers(1, 4))],
         atomic_inter_scale=float(rng.uniform(0.5, 2.0)), atomic_inter_shift=float(rng.uniform(-1, 1)),
         pair_repulsion=zbl, distance_transform=transform)
@@ -78,10 +119,16 @@ def draw_model(k, rng):
     model = modules.ScaleShiftMACE(**hp)
     with torch.no_grad():  # MACE zero-initialises some weights: redraw all so every path counts
         for p in model.parameters():
-            p.normal_(0.0, 0.5)
-    if k % 4 == 1:  # per-layer normalisation (MACE stores one value per interaction block)
+            p.normal_(0.0, 1.0)
         for block in model.interactions:
-            block.avg_num_neighbors = float(rng.uniform(2, 30))
+            # MACE's Bessel features are ~0.1 and the blocks without a density normalisation divide the
+            # messages by avg_num_neighbors: a wider first radial layer keeps the messages from being a
+            # small perturbation on the self-connection (forces ~0.1 eV/A rather than ~0.01).
+            if not hasattr(block, "density_fn"):
+                block.conv_tp_weights.layer0.weight.mul_(3.0)
+    if per_layer_avg_num_neighbors(k):  # per-layer normalisation (MACE stores one value per interaction block)
+        for block in model.interactions:
+            block.avg_num_neighbors = float(neighbours * rng.uniform(0.3, 1.5))
     model.eval()
     return model, hp
 
@@ -99,7 +146,7 @@ def place_atoms(rng, n, sample, cell, pbc):
 def draw_structure(rng, zs, kind):
     """kind: 'periodic', 'cluster' or 'slab'. Returns (ase.Atoms, cell written for a cluster or None)."""
     n = int(rng.integers(4, 21)) if kind != "cluster" else int(rng.integers(3, 13))
-    side = (n * 12.0) ** (1 / 3)  # ~12 A^3 per atom
+    side = (n * ATOM_VOLUME) ** (1 / 3)
     written_cell = None
     if kind == "periodic":
         cell = side * (np.eye(3) + 0.25 * rng.uniform(-1, 1, (3, 3)))
@@ -176,7 +223,7 @@ def test_random_model_matches_official_mace(tmp_path, k):
              f"transform {hp['distance_transform']}, ZBL {hp['pair_repulsion']}, hidden {hp['hidden_irreps']}, "
              f"max_ell {hp['max_ell']}, correlation {hp['correlation']}, {hp['num_interactions']} layers, "
              f"Z {hp['atomic_numbers']}, r_max {hp['r_max']:.3f}, avg_num_neighbors {avg}")
-    kinds = ["periodic", "cluster"] + (["slab"] if k % 3 == 2 else [])
+    kinds = ["periodic", "cluster"] + (["slab"] if with_slab(k) else [])
     pair_energy = 0.0
     for kind in kinds:
         atoms, written_cell = draw_structure(rng, hp["atomic_numbers"], kind)
@@ -196,8 +243,12 @@ def test_random_model_matches_official_mace(tmp_path, k):
         if atoms.pbc.all():
             np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=label + ": stress")
 
-        got32 = flashmace(model_path, xyz, "float32", label)
-        assert abs(got32["energy"] - e_ref) <= 1e-5 * abs(e_ref), \
-            f"{label} (float32): energy {got32['energy']!r} vs MACE float64 {e_ref!r}"
+        # Test design: the interaction must move the atoms measurably, or the 1e-10 checks say little.
+        assert np.abs(ref["forces"]).max() > 1e-3, f"{label}: MACE forces are negligible (test design)"
+
+        if kind == "periodic":  # one float32 run per case (each flashmace-eval start costs ~1 s)
+            got32 = flashmace(model_path, xyz, "float32", label)
+            assert abs(got32["energy"] - e_ref) <= 1e-5 * abs(e_ref), \
+                f"{label} (float32): energy {got32['energy']!r} vs MACE float64 {e_ref!r}"
     if hp["pair_repulsion"]:  # the comparison must exercise the ZBL term, not only switch it on
         assert pair_energy > 1e-3, f"{where}: the structures never reach the ZBL range (test design)"
