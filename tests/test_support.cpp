@@ -37,7 +37,11 @@ Graph reference_graph(const SafetensorsFile& f, const std::string& prefix) {
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double m = a.size() == b.size() ? 0.0 : INFINITY;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    // A non-finite value on either side is a failure, never a small difference (std::max drops NaN).
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    m = std::max(m, std::abs(a[i] - b[i]));
+  }
   return m;
 }
 

@@ -5,9 +5,12 @@
 
 #include <fstream>
 
+#include "core/error.h"
+
 #ifdef FLASHMACE_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #endif
 
 namespace flashmace {
@@ -24,6 +27,29 @@ c10::DeviceIndex index_of(const std::string& device) {
 }  // namespace
 
 bool cuda_available() { return at::hasCUDA(); }
+
+std::string canonical_device(const std::string& name) {
+  if (name == "cpu") return name;
+  if (!is_cuda(name)) throw Error("Unknown device '" + name + "' (use cpu, cuda or cuda:N)");
+  if (!at::hasCUDA())
+    throw Error("Device '" + name + "' requested but this machine has no usable CUDA GPU; use device cpu");
+  at::Device d(at::kCPU);
+  try {
+    d = at::Device(name);
+  } catch (const c10::Error&) {
+    throw Error("Unknown device '" + name + "' (use cpu, cuda or cuda:N)");
+  }
+  const int count = static_cast<int>(at::getNumGPUs());
+#ifdef FLASHMACE_TORCH_CUDA
+  const int index = d.has_index() ? d.index() : static_cast<int>(c10::cuda::current_device());
+#else
+  const int index = d.has_index() ? d.index() : 0;
+#endif
+  if (index < 0 || index >= count)
+    throw Error("Device '" + name + "' does not exist: this machine shows " + std::to_string(count) +
+                " CUDA device(s) (cuda:0 .. cuda:" + std::to_string(count - 1) + ")");
+  return "cuda:" + std::to_string(index);
+}
 
 void synchronize_device(const std::string& device) {
 #ifdef FLASHMACE_TORCH_CUDA
@@ -51,6 +77,26 @@ int64_t peak_memory_bytes(const std::string& device) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+int64_t free_device_memory(const std::string& device) {
+#ifdef FLASHMACE_TORCH_CUDA
+  if (is_cuda(device)) {
+    const c10::cuda::CUDAGuard guard(index_of(device));
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
+    const auto agg = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return static_cast<int64_t>(free) + stats.reserved_bytes[agg].current - stats.allocated_bytes[agg].current;
+  }
+#endif
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
 }
 
 std::string device_name(const std::string& device) {

@@ -7,11 +7,17 @@
 namespace flashmace {
 
 bool cuda_available();
+// "cpu", or "cuda:N" for "cuda" (LibTorch's current device) and "cuda:N"; throws a message naming
+// the fix for unknown names, a machine without a GPU, or an index past the visible devices.
+std::string canonical_device(const std::string& name);
 void synchronize_device(const std::string& device);
 void reset_peak_memory(const std::string& device);
 // Peak bytes allocated on a CUDA device since the last reset; for "cpu", the process's peak
 // resident set size (which never resets).
 int64_t peak_memory_bytes(const std::string& device);
 std::string device_name(const std::string& device);
+// Free bytes on a CUDA device (cudaMemGetInfo plus what LibTorch's cache holds but does not use);
+// for "cpu", the available system memory.
+int64_t free_device_memory(const std::string& device);
 
 }  // namespace flashmace

@@ -25,19 +25,6 @@ void lap(StageTimer* timer, const char* stage) {
   if (timer) timer->lap(stage);
 }
 
-// Radial edge features (mace_spec.md 3.3): Bessel basis of the (optionally transformed)
-// distance times the polynomial envelope of the raw distance.
-at::Tensor edge_features(const MaceParams& m, const at::Tensor& r, const at::Tensor& z_sender,
-                         const at::Tensor& z_receiver) {
-  at::Tensor rb = r;
-  if (m.config.distance_transform == "Agnesi")
-    rb = agnesi_transform(r, covalent_radius_sum(m.transform_covalent_radii, z_sender, z_receiver), m.transform_q,
-                          m.transform_p, m.transform_a);
-  else if (m.config.distance_transform == "Soft")
-    rb = soft_transform(r, covalent_radius_sum(m.transform_covalent_radii, z_sender, z_receiver), m.transform_alpha);
-  return bessel_basis(rb, m.bessel_weights, m.config.r_max) * polynomial_cutoff(r, m.r_max, m.cutoff_p);
-}
-
 // One RealAgnostic*InteractionBlock (mace_spec.md 6): returns A [N, C, K] and sc (or undefined).
 std::pair<at::Tensor, at::Tensor> interaction(const MaceParams& m, const InteractionParams& L, const GraphTensors& g,
                                               const at::Tensor& h, const at::Tensor& sh, const at::Tensor& ef,
@@ -70,6 +57,21 @@ std::pair<at::Tensor, at::Tensor> interaction(const MaceParams& m, const Interac
   return {A, sc};
 }
 
+}  // namespace
+
+// Radial edge features (mace_spec.md 3.3): Bessel basis of the (optionally transformed)
+// distance times the polynomial envelope of the raw distance.
+at::Tensor edge_features(const MaceParams& m, const at::Tensor& r, const at::Tensor& z_sender,
+                         const at::Tensor& z_receiver) {
+  at::Tensor rb = r;
+  if (m.config.distance_transform == "Agnesi")
+    rb = agnesi_transform(r, covalent_radius_sum(m.transform_covalent_radii, z_sender, z_receiver), m.transform_q,
+                          m.transform_p, m.transform_a);
+  else if (m.config.distance_transform == "Soft")
+    rb = soft_transform(r, covalent_radius_sum(m.transform_covalent_radii, z_sender, z_receiver), m.transform_alpha);
+  return bessel_basis(rb, m.bessel_weights, m.config.r_max) * polynomial_cutoff(r, m.r_max, m.cutoff_p);
+}
+
 at::Tensor readout(const InteractionParams& L, const at::Tensor& h, int channels, bool last, const Irreps& mlp) {
   const Irreps scalar_in = Irreps::scalars(channels);
   const at::Tensor h0 = h.narrow(1, 0, channels);  // only the 0e block reaches the readout
@@ -78,8 +80,6 @@ at::Tensor readout(const InteractionParams& L, const at::Tensor& h, int channels
   const at::Tensor z = normalized_silu(e3nn_linear(h0, L.readout[0], scalar_in, mlp));
   return e3nn_linear(z, L.readout[1], mlp, one);
 }
-
-}  // namespace
 
 at::Tensor mace_interaction_energy(const MaceParams& m, const GraphTensors& g, const at::Tensor& v, Trace* trace,
                                    HaloExchanger* halo, StageTimer* timer) {

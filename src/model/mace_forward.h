@@ -21,6 +21,15 @@ struct GraphTensors {
 // Optional named intermediates (the same names as the shared reference files use).
 using Trace = std::map<std::string, at::Tensor>;
 
+// Radial edge features [E, n_basis] (mace_spec.md 3.3): the Bessel basis of the (optionally
+// transformed) distance r [E, 1] times the polynomial envelope; z_*: atomic numbers of the ends.
+at::Tensor edge_features(const MaceParams& model, const at::Tensor& r, const at::Tensor& z_sender,
+                         const at::Tensor& z_receiver);
+
+// A layer's readout [N, 1] from its output features h (only the 0e block is read); the last layer's
+// is the non-linear MLP with irreps `mlp`.
+at::Tensor readout(const InteractionParams& layer, const at::Tensor& h, int channels, bool last, const Irreps& mlp);
+
 // Interaction energy per node, scale * (ZBL + sum of readouts) + shift (mace_spec.md 8), from
 // edge vectors v_e = x[receiver] - x[sender] + shift_e ([E, 3]). E0 is not included.
 // With a halo exchanger (domain-decomposed graph), ghost rows of the node features are refreshed

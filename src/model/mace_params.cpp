@@ -56,6 +56,7 @@ MaceParams MaceParams::load(const ModelFile& file, at::ScalarType dtype, at::Dev
   m.atomic_numbers = tensor_from_file(file, "atomic_numbers", i64);
   m.node_embedding = tensor_from_file(file, "node_embedding.linear.weight", f).reshape({Z, C});
   m.atomic_energies = tensor_from_file(file, "atomic_energies_fn.atomic_energies", f);
+  m.atomic_energies_f64 = tensor_from_file(file, "atomic_energies_fn.atomic_energies", f.dtype(at::kDouble));
   m.bessel_weights = tensor_from_file(file, "radial_embedding.bessel_fn.bessel_weights", f);
   m.r_max = at::scalar_tensor(c.r_max, f);
   m.cutoff_p = c.num_polynomial_cutoff;

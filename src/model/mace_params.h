@@ -35,6 +35,7 @@ struct MaceParams {
   at::Tensor atomic_numbers;   // [Z] int64
   at::Tensor node_embedding;   // [Z, C]
   at::Tensor atomic_energies;  // [Z]
+  at::Tensor atomic_energies_f64;  // [Z] float64: E0 is always added in float64
   at::Tensor bessel_weights;
   at::Tensor r_max;  // scalar
   int cutoff_p = 5;

@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 #include "core/structure.h"
+#include "model/device.h"
+#include "model/edge_outputs.h"
 #include "model/reference_model_impl.h"
 
 namespace flashmace {
@@ -23,16 +25,6 @@ std::vector<int64_t> element_indices_of(const MaceConfig& config, const std::vec
   return out;
 }
 
-at::Device parse_device(const std::string& name) {
-  if (name == "cpu") return at::kCPU;
-  if (name.rfind("cuda", 0) == 0) {
-    if (!at::hasCUDA())
-      throw Error("Device '" + name + "' requested but this machine has no usable CUDA GPU; use device cpu");
-    return at::Device(name);
-  }
-  throw Error("Unknown device '" + name + "' (use cpu or cuda)");
-}
-
 at::Tensor long_tensor(const std::vector<int64_t>& v, at::Device device) {
   return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(device);
 }
@@ -48,48 +40,32 @@ std::vector<double> to_host(const at::Tensor& t) {
   return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
 }
 
-// Energies and edge gradients of one evaluation (mace_spec.md 10.2): node energies (E0 included)
-// and g_e = dE/dv_e, both float64 on the model's device.
-struct EdgeGradients {
-  at::Tensor node_energy;
-  double interaction_energy = 0;
-  at::Tensor grad;     // [E, 3]
-  at::Tensor vectors;  // [E, 3] float64
-};
-
-EdgeGradients energy_and_edge_gradients(const MaceParams& p, const GraphTensors& graph, const at::Tensor& vectors,
-                                        HaloExchanger* halo, int64_t nlocal, StageTimer* timer) {
-  if (timer) timer->start();
-  const at::Tensor v = vectors.detach().requires_grad_(true);
-  at::Tensor inter = mace_interaction_energy(p, graph, v, nullptr, halo, timer).narrow(0, 0, nlocal);
-  EdgeGradients out;
-  out.node_energy = (inter + p.atomic_energies.index_select(0, graph.species.narrow(0, 0, nlocal))).to(at::kDouble);
-  out.interaction_energy = inter.detach().to(at::kDouble).sum().item<double>();
-  at::Tensor grad;
-  if (v.size(0) > 0) grad = torch::autograd::grad({inter.sum()}, {v}, {}, false, false, /*allow_unused=*/true)[0];
-  out.grad = grad.defined() ? grad.to(at::kDouble) : at::zeros({v.size(0), 3}, v.options().dtype(at::kDouble));
-  out.vectors = v.detach().to(at::kDouble);
-  if (timer) timer->lap("backward");
-  return out;
-}
-
-// F_n = sum_{sender=n} g_e - sum_{receiver=n} g_e
-at::Tensor scatter_forces(const EdgeGradients& eg, const GraphTensors& graph, int64_t nodes) {
-  return at::zeros({nodes, 3}, eg.grad.options())
-      .index_add(0, graph.sender, eg.grad)
-      .index_add(0, graph.receiver, -eg.grad);
-}
-
-// W = -sym(sum_e v_e (x) g_e) (mace_spec.md 10.3)
-std::array<double, 9> edge_virial(const EdgeGradients& eg) {
-  const at::Tensor vg = at::matmul(eg.vectors.t(), eg.grad);
-  const std::vector<double> w = to_host(-0.5 * (vg + vg.t()));
+std::array<double, 9> host_virial(const at::Tensor& w) {
+  const std::vector<double> v = to_host(w);
   std::array<double, 9> out{};
-  std::copy(w.begin(), w.end(), out.begin());
+  std::copy(v.begin(), v.end(), out.begin());
   return out;
 }
 
 }  // namespace
+
+EdgeGradients reference_edge_gradients(const MaceParams& p, const GraphTensors& graph, const at::Tensor& vectors,
+                                       HaloExchanger* halo, int64_t nlocal, bool want_grad, StageTimer* timer) {
+  if (timer) timer->start();
+  const at::Tensor v = vectors.detach().to(p.options).requires_grad_(want_grad);
+  at::Tensor inter = mace_interaction_energy(p, graph, v, nullptr, halo, timer).narrow(0, 0, nlocal);
+  EdgeGradients out;
+  // E0 is added in float64 (float32 models' E0 of ~1000 eV/atom would otherwise lose ~1e-4 eV).
+  out.node_energy =
+      inter.detach().to(at::kDouble) + p.atomic_energies_f64.index_select(0, graph.species.narrow(0, 0, nlocal));
+  if (want_grad) {
+    at::Tensor grad;
+    if (v.size(0) > 0) grad = torch::autograd::grad({inter.sum()}, {v}, {}, false, false, /*allow_unused=*/true)[0];
+    out.grad = grad.defined() ? grad.to(at::kDouble) : at::zeros({v.size(0), 3}, v.options().dtype(at::kDouble));
+  }
+  if (timer) timer->lap("backward");
+  return out;
+}
 
 std::vector<int64_t> element_indices(const MaceConfig& config, const Structure& s) {
   return element_indices_of(config, s.atomic_numbers);
@@ -119,7 +95,7 @@ EdgeInputs make_edge_inputs(const MaceParams& params, const Structure& s, const 
 ReferenceModel::ReferenceModel(const ModelFile& file, const EvalOptions& options) : impl_(std::make_unique<Impl>()) {
   const std::string dtype = options.dtype.empty() ? file.config().dtype : options.dtype;
   if (dtype != "float64" && dtype != "float32") throw Error("Unknown dtype '" + dtype + "' (use float64 or float32)");
-  impl_->device = parse_device(options.device);
+  impl_->device = at::Device(canonical_device(options.device));
   impl_->params = MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, impl_->device);
 }
 
@@ -139,14 +115,15 @@ Prediction ReferenceModel::evaluate(const Structure& s, const Graph& g) const {
   check_structure(s);
   const MaceParams& p = impl_->params;
   const EdgeInputs in = make_edge_inputs(p, s, g);
-  const EdgeGradients eg = energy_and_edge_gradients(p, in.graph, in.vectors, nullptr, s.size(), impl_->timer);
+  const EdgeGradients eg = reference_edge_gradients(p, in.graph, in.vectors, nullptr, s.size(), true, impl_->timer);
+  const at::Tensor v64 = in.vectors.to(at::kDouble);
 
   Prediction out;
-  out.interaction_energy = eg.interaction_energy;
   out.node_energy = to_host(eg.node_energy);
   for (double e : out.node_energy) out.energy += e;
-  out.forces = to_host(scatter_forces(eg, in.graph, s.size()));
-  out.virial = edge_virial(eg);
+  out.interaction_energy = out.energy - p.atomic_energies_f64.index_select(0, in.graph.species).sum().item<double>();
+  out.forces = to_host(forces_from_edge_gradients(eg.grad, in.graph.sender, in.graph.receiver, s.size()));
+  out.virial = host_virial(virial_from_edge_gradients(v64, eg.grad));
   if (s.periodic()) {
     const double vol = s.volume();
     for (int k = 0; k < 9; ++k) out.stress[k] = -out.virial[k] / vol;
@@ -165,27 +142,16 @@ LocalPrediction ReferenceModel::evaluate_local(const LocalGraph& g, HaloExchange
   std::vector<double> v(3 * static_cast<std::size_t>(g.num_edges()));
   for (int e = 0; e < g.num_edges(); ++e)
     for (int d = 0; d < 3; ++d) v[3 * e + d] = g.positions[3 * g.receiver[e] + d] - g.positions[3 * g.sender[e] + d];
-  const EdgeGradients eg =
-      energy_and_edge_gradients(p, graph, vectors_tensor(v, p.options), halo, g.nlocal, impl_->timer);
+  const at::Tensor v64 = vectors_tensor(v, p.options.dtype(at::kDouble));
+  const EdgeGradients eg = reference_edge_gradients(p, graph, v64, halo, g.nlocal, true, impl_->timer);
 
   LocalPrediction out;
   out.node_energy = to_host(eg.node_energy);
   for (double e : out.node_energy) out.energy += e;
-  out.forces = to_host(scatter_forces(eg, graph, g.ntotal()));
-  out.virial = edge_virial(eg);
-  if (atom_virial) {
-    // Per edge -v (x) g in LAMMPS's Voigt order, half to each end of the edge.
-    const at::Tensor w = -eg.vectors.unsqueeze(2) * eg.grad.unsqueeze(1);  // [E, 3, 3]
-    const at::Tensor voigt =
-        at::stack({w.select(1, 0).select(1, 0), w.select(1, 1).select(1, 1), w.select(1, 2).select(1, 2),
-                   0.5 * (w.select(1, 0).select(1, 1) + w.select(1, 1).select(1, 0)),
-                   0.5 * (w.select(1, 0).select(1, 2) + w.select(1, 2).select(1, 0)),
-                   0.5 * (w.select(1, 1).select(1, 2) + w.select(1, 2).select(1, 1))},
-                  1);
-    const at::Tensor half = 0.5 * voigt;
-    out.atom_virial = to_host(
-        at::zeros({g.ntotal(), 6}, half.options()).index_add(0, graph.sender, half).index_add(0, graph.receiver, half));
-  }
+  out.forces = to_host(forces_from_edge_gradients(eg.grad, graph.sender, graph.receiver, g.ntotal()));
+  out.virial = host_virial(virial_from_edge_gradients(v64, eg.grad));
+  if (atom_virial)
+    out.atom_virial = to_host(atom_virial_from_edge_gradients(v64, eg.grad, graph.sender, graph.receiver, g.ntotal()));
   return out;
 }
 

@@ -21,4 +21,14 @@ struct EdgeInputs {
 };
 EdgeInputs make_edge_inputs(const MaceParams& params, const Structure& s, const Graph& g);
 
+// Energies and edge gradients of one evaluation (mace_spec.md 10.2).
+struct EdgeGradients {
+  at::Tensor node_energy;  // [nlocal] float64, E0 included
+  at::Tensor grad;         // [E, 3] float64 g_e = dE/dv_e; undefined unless want_grad
+};
+// The reference path on tensors: autograd through mace_interaction_energy. vectors: [E, 3], any
+// float dtype (cast to the model's); the halo exchange runs inside autograd (see halo_exchange_op.h).
+EdgeGradients reference_edge_gradients(const MaceParams& params, const GraphTensors& graph, const at::Tensor& vectors,
+                                       HaloExchanger* halo, int64_t nlocal, bool want_grad, StageTimer* timer);
+
 }  // namespace flashmace

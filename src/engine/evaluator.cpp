@@ -1,0 +1,149 @@
+#include "engine/evaluator.h"
+
+#include "core/error.h"
+#include "engine/fast_engine.h"
+#include "model/device.h"
+#include "model/edge_outputs.h"
+#include "model/reference_model_impl.h"
+
+namespace flashmace {
+
+namespace {
+
+// Caller memory as tensors (no copies): the view's pointers live on `device`.
+GraphTensors wrap_graph(const GraphView& g, const at::Device& device) {
+  const auto i64 = at::TensorOptions().dtype(at::kLong).device(device);
+  auto wrap = [&](const int64_t* p, int64_t n) {
+    return n == 0 ? at::empty({0}, i64) : at::from_blob(const_cast<int64_t*>(p), {n}, i64);
+  };
+  GraphTensors t;
+  t.species = wrap(g.species, g.ntotal);
+  t.sender = wrap(g.sender, g.nedges);
+  t.receiver = wrap(g.receiver, g.nedges);
+  return t;
+}
+
+at::Tensor wrap_doubles(const double* p, std::initializer_list<int64_t> shape, const at::Device& device) {
+  const auto f64 = at::TensorOptions().dtype(at::kDouble).device(device);
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n == 0 ? at::empty(shape, f64) : at::from_blob(const_cast<double*>(p), shape, f64);
+}
+
+void check_view(const GraphView& g, const Outputs& out, const Request& req) {
+  if (g.nlocal < 0 || g.ntotal < g.nlocal || g.nedges < 0)
+    throw Error("Invalid graph: nlocal " + std::to_string(g.nlocal) + ", ntotal " + std::to_string(g.ntotal) +
+                ", nedges " + std::to_string(g.nedges));
+  if ((g.ntotal > 0 && !g.species) || (g.nedges > 0 && (!g.sender || !g.receiver || !g.vectors)))
+    throw Error("Invalid graph: a null pointer for a non-empty array");
+  const bool atoms = g.ntotal > 0, owned = g.nlocal > 0;
+  if ((req.forces && atoms && !out.forces) || (req.virial && !out.virial) ||
+      (req.atom_energy && owned && !out.node_energy) || (req.atom_virial && atoms && !out.atom_virial))
+    throw Error("Evaluator: an output was requested without a buffer to write it to");
+}
+
+// Shared by both paths: writes what was requested from node energies and edge gradients.
+void write_outputs(const GraphTensors& g, const at::Tensor& vectors, const at::Tensor& node_energy,
+                   const at::Tensor& grad, const GraphView& view, const Request& req, const Outputs& out,
+                   const at::Device& device) {
+  if (out.energy) wrap_doubles(out.energy, {1}, device).copy_(node_energy.sum().reshape({1}));
+  if (out.node_energy) wrap_doubles(out.node_energy, {view.nlocal}, device).copy_(node_energy);
+  if (req.forces)
+    wrap_doubles(out.forces, {view.ntotal, 3}, device)
+        .copy_(forces_from_edge_gradients(grad, g.sender, g.receiver, view.ntotal));
+  if (req.virial) wrap_doubles(out.virial, {3, 3}, device).copy_(virial_from_edge_gradients(vectors, grad));
+  if (req.atom_virial)
+    wrap_doubles(out.atom_virial, {view.ntotal, 6}, device)
+        .copy_(atom_virial_from_edge_gradients(vectors, grad, g.sender, g.receiver, view.ntotal));
+}
+
+std::string dtype_of(const ModelFile& file, const EvaluatorOptions& o) {
+  const std::string dtype = o.dtype.empty() ? file.config().dtype : o.dtype;
+  if (dtype != "float64" && dtype != "float32") throw Error("Unknown dtype '" + dtype + "' (use float64 or float32)");
+  return dtype;
+}
+
+// Both paths share everything but the energy-and-gradient computation.
+class TensorEvaluator : public Evaluator {
+ public:
+  TensorEvaluator(std::string path, const at::Device& device, std::string dtype)
+      : path_(std::move(path)), device_(device), dtype_(std::move(dtype)) {}
+  std::string device() const override { return device_.str(); }
+  std::string dtype() const override { return dtype_; }
+  std::string path() const override { return path_; }
+
+  void evaluate(const GraphView& view, HaloExchanger* halo, const Request& req, const Outputs& out) override {
+    check_view(view, out, req);
+    const GraphTensors g = wrap_graph(view, device_);
+    const at::Tensor vectors = wrap_doubles(view.vectors, {view.nedges, 3}, device_);
+    const bool want_grad = req.forces || req.virial || req.atom_virial;
+    const auto [node_energy, grad] = energy_and_gradient(g, vectors, view.nlocal, halo, want_grad);
+    write_outputs(g, vectors, node_energy, grad, view, req, out, device_);
+  }
+
+ protected:
+  virtual std::pair<at::Tensor, at::Tensor> energy_and_gradient(const GraphTensors& g, const at::Tensor& vectors,
+                                                                int64_t nlocal, HaloExchanger* halo,
+                                                                bool want_grad) = 0;
+
+ private:
+  std::string path_;
+  at::Device device_;
+  std::string dtype_;
+};
+
+class ReferenceEvaluator : public TensorEvaluator {
+ public:
+  ReferenceEvaluator(const ModelFile& file, const at::Device& device, const std::string& dtype)
+      : TensorEvaluator("reference", device, dtype),
+        params_(MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device)) {}
+  const MaceConfig& config() const override { return params_.config; }
+  void set_stage_timer(StageTimer* timer) override { timer_ = timer; }
+
+ protected:
+  std::pair<at::Tensor, at::Tensor> energy_and_gradient(const GraphTensors& g, const at::Tensor& vectors,
+                                                        int64_t nlocal, HaloExchanger* halo,
+                                                        bool want_grad) override {
+    const EdgeGradients eg = reference_edge_gradients(params_, g, vectors, halo, nlocal, want_grad, timer_);
+    return {eg.node_energy, eg.grad};
+  }
+
+ private:
+  MaceParams params_;
+  StageTimer* timer_ = nullptr;
+};
+
+class FastEvaluator : public TensorEvaluator {
+ public:
+  FastEvaluator(const ModelFile& file, const at::Device& device, const std::string& dtype, const EvaluatorOptions& o)
+      : TensorEvaluator("fast", device, dtype),
+        engine_(MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device),
+                EngineSettings{o.edge_chunk, o.atom_chunk, o.memory_bytes, o.log}) {}
+  const MaceConfig& config() const override { return engine_.params().config; }
+  void set_stage_timer(StageTimer* timer) override { engine_.set_stage_timer(timer); }
+
+ protected:
+  std::pair<at::Tensor, at::Tensor> energy_and_gradient(const GraphTensors& g, const at::Tensor& vectors,
+                                                        int64_t nlocal, HaloExchanger* halo,
+                                                        bool want_grad) override {
+    const EngineResult r = engine_.run(g, vectors, nlocal, halo, want_grad);
+    return {r.node_energy, r.grad};
+  }
+
+ private:
+  FastEngine engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<Evaluator> make_evaluator(const ModelFile& file, const EvaluatorOptions& o) {
+  const std::string dtype = dtype_of(file, o);
+  const at::Device device(canonical_device(o.device));
+  if (o.edge_chunk < 0 || o.atom_chunk < 0) throw Error("Chunk sizes must be positive (0 = chosen by the planner)");
+  if (o.memory_bytes < 0) throw Error("The memory budget must be positive (0 = default)");
+  if (o.path == "reference") return std::make_unique<ReferenceEvaluator>(file, device, dtype);
+  if (o.path == "fast") return std::make_unique<FastEvaluator>(file, device, dtype, o);
+  throw Error("Unknown evaluation path '" + o.path + "' (use fast or reference)");
+}
+
+}  // namespace flashmace

@@ -1,0 +1,83 @@
+#pragma once
+// The one evaluation interface both engines implement (the reference path, the oracle, and the
+// fast engine): a graph view in, energies / forces / virials out, with the ghost exchange called
+// by the engine itself. Torch-free: callers hand in plain pointers on the evaluator's device (host
+// memory for "cpu", device memory for "cuda"), so the pair styles and the Kokkos style include this
+// header without LibTorch or CUDA headers.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/local_graph.h"
+#include "core/model_file.h"
+
+namespace flashmace {
+
+class StageTimer;
+
+// A domain of the (possibly decomposed) system: nodes [0, nlocal) are owned, [nlocal, ntotal) are
+// ghosts; every edge's receiver is owned. Pointers are on the evaluator's device and owned by the
+// caller; they must stay valid during evaluate().
+struct GraphView {
+  int64_t nlocal = 0;
+  int64_t ntotal = 0;
+  int64_t nedges = 0;
+  const int64_t* species = nullptr;   // [ntotal] element index (position in the model's atomic_numbers)
+  const int64_t* sender = nullptr;    // [nedges], any node
+  const int64_t* receiver = nullptr;  // [nedges], < nlocal
+  const double* vectors = nullptr;    // [nedges][3] x[receiver] - x[sender] (+ shift), Angstrom
+};
+
+// What to compute. Energy is always computed.
+struct Request {
+  bool forces = true;
+  bool virial = false;
+  bool atom_energy = false;
+  bool atom_virial = false;
+};
+
+// Caller-owned float64 outputs on the evaluator's device; a pointer may be null when not requested.
+struct Outputs {
+  double* energy = nullptr;       // [1] sum over owned atoms, E0 included (eV)
+  double* node_energy = nullptr;  // [nlocal] (eV)
+  double* forces = nullptr;       // [ntotal][3] (eV/A); ghost rows belong to their owners. Overwritten.
+  double* virial = nullptr;       // [9] -sym(sum_e v_e (x) dE/dv_e) over this domain's edges (eV)
+  double* atom_virial = nullptr;  // [ntotal][6] xx yy zz xy xz yz, each edge half to each end. Overwritten.
+};
+
+struct EvaluatorOptions {
+  std::string path = "fast";      // "fast" or "reference"
+  std::string dtype;              // "float64", "float32", or "" for the model file's dtype
+  std::string device = "cpu";     // "cpu", "cuda" (LibTorch's current device) or "cuda:N"
+  int64_t edge_chunk = 0;         // fast path: edges per chunk; 0 = chosen by the memory planner
+  int64_t atom_chunk = 0;         // fast path: atoms per node-stage chunk; 0 = planner
+  double memory_bytes = 0;        // fast path: working-memory budget; 0 = default (see memory_plan.h)
+  // Messages the engine prints once (the memory plan); default: none.
+  std::function<void(const std::string&)> log;
+};
+
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  virtual const MaceConfig& config() const = 0;
+  virtual std::string device() const = 0;  // "cpu" or "cuda:N"
+  virtual std::string dtype() const = 0;   // "float64" or "float32"
+  virtual std::string path() const = 0;    // "fast" or "reference"
+  double cutoff() const { return config().r_max; }
+
+  // One evaluation. With a halo exchanger, ghost rows of the node features are refreshed from their
+  // owners between layers (forward) and their gradients summed into the owners (reverse), called on
+  // this thread the same number of times on every rank, also on ranks without edges. nullptr: no
+  // exchange (correct only when there are no ghosts, or to show what the exchange is for).
+  virtual void evaluate(const GraphView& graph, HaloExchanger* halo, const Request& request,
+                        const Outputs& outputs) = 0;
+
+  // Charge the stages of following evaluations to `timer` (nullptr: stop). For benchmarks.
+  virtual void set_stage_timer(StageTimer* timer) = 0;
+};
+
+std::unique_ptr<Evaluator> make_evaluator(const ModelFile& file, const EvaluatorOptions& options);
+
+}  // namespace flashmace

@@ -1,0 +1,63 @@
+#pragma once
+// The fast engine (DESIGN.md ideas 2 and 3): edges sorted by receiver and processed in chunks whose
+// messages are summed and projected by the interaction's linear right away (split projection: the
+// [E, paths x C x (2l+1)] message tensor exists only for one chunk, the [N, mid] aggregate never);
+// node work in atom chunks; an explicit backward pass, layer by layer in reverse, that recomputes a
+// chunk's intermediates instead of storing them (unless the memory plan says everything fits) and
+// calls the halo exchanger itself on the calling thread. Internal header (ATen); callers use
+// engine/evaluator.h.
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+
+#include "engine/evaluator.h"
+#include "engine/memory_plan.h"
+#include "model/mace_forward.h"
+#include "model/mace_params.h"
+#include "model/stage_timer.h"
+
+namespace flashmace {
+
+struct EngineSettings {
+  int64_t edge_chunk = 0;  // forced sizes (0 = planner)
+  int64_t atom_chunk = 0;
+  double memory_bytes = 0;  // budget (0 = default_memory_budget)
+  std::function<void(const std::string&)> log;
+};
+
+// Energies and edge gradients of one domain.
+struct EngineResult {
+  at::Tensor node_energy;  // [nlocal] float64, E0 included
+  at::Tensor grad;         // [E, 3] float64 dE/dv_e in the caller's edge order; undefined unless asked
+};
+
+class FastEngine {
+ public:
+  FastEngine(MaceParams params, EngineSettings settings);
+
+  const MaceParams& params() const { return p_; }
+  void set_stage_timer(StageTimer* timer) { timer_ = timer; }
+
+  // graph: species [ntotal], sender/receiver [E] (int64); vectors [E, 3] float64; all on the model's
+  // device. Ghost rows are exchanged through `halo` (may be null).
+  EngineResult run(const GraphTensors& graph, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
+                   bool want_grad);
+
+  // The plan the last run used.
+  const MemoryPlan& plan() const { return plan_; }
+
+ private:
+  MaceParams p_;
+  EngineSettings settings_;
+  StageCosts costs_;
+  MemoryPlan plan_;
+  int64_t planned_atoms_ = -1, planned_edges_ = -1;
+  at::Tensor h0_table_;    // [Z, dim(in_0)]: first-layer node features depend only on the species
+  at::Tensor hu0_table_;   // [Z, dim(in_0)]: their linear_up
+  StageTimer* timer_ = nullptr;
+
+  void update_plan(int64_t atoms, int64_t edges);
+};
+
+}  // namespace flashmace

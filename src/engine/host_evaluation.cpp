@@ -1,0 +1,139 @@
+#include "engine/host_evaluation.h"
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+
+namespace flashmace {
+
+namespace {
+
+std::vector<double> to_host(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kCPU, at::kDouble).contiguous();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+// Device copies of a graph's arrays and the evaluation of it.
+struct DeviceGraph {
+  at::Tensor species, sender, receiver, vectors;
+  GraphView view(int64_t nlocal) const {
+    GraphView v;
+    v.nlocal = nlocal;
+    v.ntotal = species.size(0);
+    v.nedges = sender.size(0);
+    v.species = species.data_ptr<int64_t>();
+    v.sender = sender.data_ptr<int64_t>();
+    v.receiver = receiver.data_ptr<int64_t>();
+    v.vectors = vectors.data_ptr<double>();
+    return v;
+  }
+};
+
+DeviceGraph to_device(const Evaluator& ev, const std::vector<int64_t>& species, const std::vector<int64_t>& sender,
+                      const std::vector<int64_t>& receiver, const std::vector<double>& vectors) {
+  const at::Device device(ev.device());
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  DeviceGraph g;
+  g.species = at::tensor(species, i64).to(device);
+  g.sender = at::tensor(sender, i64).to(device);
+  g.receiver = at::tensor(receiver, i64).to(device);
+  g.vectors = at::tensor(vectors, f64).reshape({static_cast<int64_t>(sender.size()), 3}).to(device);
+  return g;
+}
+
+struct DeviceOutputs {
+  at::Tensor energy, node_energy, forces, virial, atom_virial;
+  Outputs outputs() {
+    Outputs o;
+    o.energy = energy.data_ptr<double>();
+    o.node_energy = node_energy.data_ptr<double>();
+    o.forces = forces.data_ptr<double>();
+    o.virial = virial.data_ptr<double>();
+    if (atom_virial.defined()) o.atom_virial = atom_virial.data_ptr<double>();
+    return o;
+  }
+};
+
+DeviceOutputs allocate(const Evaluator& ev, int64_t nlocal, int64_t ntotal, bool atom_virial) {
+  const auto f64 = at::TensorOptions().dtype(at::kDouble).device(at::Device(ev.device()));
+  DeviceOutputs d;
+  d.energy = at::zeros({1}, f64);
+  d.node_energy = at::zeros({nlocal}, f64);
+  d.forces = at::zeros({ntotal, 3}, f64);
+  d.virial = at::zeros({9}, f64);
+  if (atom_virial) d.atom_virial = at::zeros({ntotal, 6}, f64);
+  return d;
+}
+
+Request full_request(bool atom_virial) {
+  Request r;
+  r.forces = r.virial = r.atom_energy = true;
+  r.atom_virial = atom_virial;
+  return r;
+}
+
+}  // namespace
+
+Prediction evaluate_structure(Evaluator& ev, const Structure& s) {
+  return evaluate_structure(ev, s, build_neighbor_list(s, ev.cutoff()));
+}
+
+Prediction evaluate_structure(Evaluator& ev, const Structure& s, const Graph& g) {
+  check_structure(s);
+  const int E = g.num_edges();
+  std::vector<double> v(3 * static_cast<std::size_t>(E));
+  for (int e = 0; e < E; ++e) {
+    const int64_t i = g.sender[e], j = g.receiver[e];
+    for (int d = 0; d < 3; ++d) {
+      double shift = 0;
+      for (int k = 0; k < 3; ++k) shift += g.unit_shifts[3 * e + k] * s.cell[3 * k + d];
+      v[3 * e + d] = s.positions[3 * j + d] - s.positions[3 * i + d] + shift;
+    }
+  }
+  const DeviceGraph dg = to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, v);
+  DeviceOutputs d = allocate(ev, s.size(), s.size(), false);
+  ev.evaluate(dg.view(s.size()), nullptr, full_request(false), d.outputs());
+
+  Prediction out;
+  out.node_energy = to_host(d.node_energy);
+  out.energy = to_host(d.energy)[0];
+  double e0 = 0;
+  for (int z : s.atomic_numbers) e0 += ev.config().atomic_energies[ev.config().element_index(z)];
+  out.interaction_energy = out.energy - e0;
+  out.forces = to_host(d.forces);
+  const std::vector<double> w = to_host(d.virial);
+  std::copy(w.begin(), w.end(), out.virial.begin());
+  if (s.periodic()) {
+    const double vol = s.volume();
+    for (int k = 0; k < 9; ++k) out.stress[k] = -out.virial[k] / vol;
+  }
+  return out;
+}
+
+LocalPrediction evaluate_local(Evaluator& ev, const LocalGraph& g, HaloExchanger* halo, bool atom_virial) {
+  std::vector<int64_t> species(g.atomic_numbers.size());
+  for (std::size_t i = 0; i < species.size(); ++i) {
+    species[i] = ev.config().element_index(g.atomic_numbers[i]);
+    if (species[i] < 0)
+      throw Error("Atom " + std::to_string(i) + " is " + element_symbol(g.atomic_numbers[i]) +
+                  ", which the model does not know");
+  }
+  std::vector<double> v(3 * static_cast<std::size_t>(g.num_edges()));
+  for (int e = 0; e < g.num_edges(); ++e)
+    for (int d = 0; d < 3; ++d) v[3 * e + d] = g.positions[3 * g.receiver[e] + d] - g.positions[3 * g.sender[e] + d];
+  const DeviceGraph dg = to_device(ev, species, g.sender, g.receiver, v);
+  DeviceOutputs d = allocate(ev, g.nlocal, g.ntotal(), atom_virial);
+  ev.evaluate(dg.view(g.nlocal), halo, full_request(atom_virial), d.outputs());
+
+  LocalPrediction out;
+  out.node_energy = to_host(d.node_energy);
+  out.energy = to_host(d.energy)[0];
+  out.forces = to_host(d.forces);
+  const std::vector<double> w = to_host(d.virial);
+  std::copy(w.begin(), w.end(), out.virial.begin());
+  if (atom_virial) out.atom_virial = to_host(d.atom_virial);
+  return out;
+}
+
+}  // namespace flashmace

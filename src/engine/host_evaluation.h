@@ -1,0 +1,17 @@
+#pragma once
+// Host-side conveniences over the Evaluator interface for tools and tests: a structure (or one
+// domain of it) in host memory in, host results out. Copies to and from the evaluator's device.
+#include "engine/evaluator.h"
+#include "model/reference_model.h"
+
+namespace flashmace {
+
+// The whole structure, with the neighbour list built here (all periodic images within r_max).
+Prediction evaluate_structure(Evaluator& evaluator, const Structure& structure);
+// The whole structure with a given edge list (e.g. MACE's, from a reference file).
+Prediction evaluate_structure(Evaluator& evaluator, const Structure& structure, const Graph& graph);
+// One domain of a decomposed system (ghost rows exchanged through `halo`).
+LocalPrediction evaluate_local(Evaluator& evaluator, const LocalGraph& graph, HaloExchanger* halo,
+                               bool atom_virial = false);
+
+}  // namespace flashmace

@@ -1,0 +1,58 @@
+#include "engine/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "model/device.h"
+
+namespace flashmace {
+
+namespace {
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f MiB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+int64_t clamp_chunk(double n, int64_t total) {
+  const int64_t c = static_cast<int64_t>(std::floor(n));
+  return std::max<int64_t>(1, std::min<int64_t>(c, std::max<int64_t>(1, total)));
+}
+
+}  // namespace
+
+std::string MemoryPlan::describe(int64_t atoms, int64_t edges) const {
+  return "flashmace fast engine: " + std::to_string(atoms) + " atoms, " + std::to_string(edges) +
+         " edges: edge chunk " + std::to_string(edge_chunk) + ", atom chunk " + std::to_string(atom_chunk) +
+         (recompute ? ", recompute in backward" : ", no recompute") + ", predicted peak " + mib(predicted_peak);
+}
+
+double default_memory_budget(const std::string& device) {
+  if (device == "cpu") return 1024.0 * 1024.0 * 1024.0;
+  return 0.25 * static_cast<double>(free_device_memory(device));
+}
+
+MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double budget, int64_t forced_edge_chunk,
+                       int64_t forced_atom_chunk) {
+  MemoryPlan plan;
+  const double resident = c.resident_per_atom * static_cast<double>(atoms);
+  const double keep_all = resident + c.num_layers * (c.bytes_per_edge * static_cast<double>(edges) +
+                                                     c.bytes_per_atom * static_cast<double>(atoms));
+  const double room = std::max(budget - resident, 0.5 * budget);
+  if (keep_all <= budget && forced_edge_chunk <= 0 && forced_atom_chunk <= 0) {
+    plan.recompute = false;
+    plan.edge_chunk = std::max<int64_t>(1, edges);
+    plan.atom_chunk = std::max<int64_t>(1, atoms);
+    plan.predicted_peak = keep_all;
+    return plan;
+  }
+  plan.edge_chunk = forced_edge_chunk > 0 ? forced_edge_chunk : clamp_chunk(room / c.bytes_per_edge, edges);
+  plan.atom_chunk = forced_atom_chunk > 0 ? forced_atom_chunk : clamp_chunk(room / c.bytes_per_atom, atoms);
+  plan.predicted_peak = resident + std::max(c.bytes_per_edge * static_cast<double>(std::min(plan.edge_chunk, edges)),
+                                            c.bytes_per_atom * static_cast<double>(std::min(plan.atom_chunk, atoms)));
+  return plan;
+}
+
+}  // namespace flashmace

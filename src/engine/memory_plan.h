@@ -1,0 +1,36 @@
+#pragma once
+// How the fast engine splits a step to fit a memory budget: edges per chunk of the message stage,
+// atoms per chunk of the node stage, and whether the chunks' intermediates are kept from the
+// forward to the backward pass (no recompute) or recomputed there (activation checkpointing).
+// Torch-free: the per-edge and per-atom costs come from the model's shapes.
+#include <cstdint>
+#include <string>
+
+namespace flashmace {
+
+struct StageCosts {
+  double bytes_per_edge = 0;      // transient working set of one edge in the message stage
+  double bytes_per_atom = 0;      // transient working set of one atom in the node stage
+  double resident_per_atom = 0;   // what lives for the whole step (features, saved layer inputs)
+  int num_layers = 1;
+};
+
+struct MemoryPlan {
+  int64_t edge_chunk = 1;
+  int64_t atom_chunk = 1;
+  bool recompute = true;      // recompute chunk intermediates in the backward pass
+  double predicted_peak = 0;  // bytes
+  std::string describe(int64_t atoms, int64_t edges) const;
+};
+
+// The default budget: 1 GiB on the CPU; on a GPU a quarter of the free device memory when the
+// evaluator is made (so LAMMPS and other ranks sharing the GPU keep the rest).
+double default_memory_budget(const std::string& device);
+
+// Chunks that fit `budget` bytes. Forced sizes (> 0) win over the budget. Without recompute every
+// chunk's intermediates stay alive until the backward pass, so that mode is chosen only when the
+// whole step fits the budget that way.
+MemoryPlan plan_memory(const StageCosts& costs, int64_t atoms, int64_t edges, double budget, int64_t forced_edge_chunk,
+                       int64_t forced_atom_chunk);
+
+}  // namespace flashmace

@@ -1,0 +1,183 @@
+// The fast engine equals the reference path (the oracle) and official MACE, float64, for every
+// output and for edge chunks of 1, 7, 64 and all edges (chunk boundaries inside one receiver's
+// edges, at receiver boundaries, and none), atom chunks of 1, 5 and all, with and without recompute,
+// on one periodic domain and on a ghost-atom domain whose features travel through the exchanger.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/local_graph.h"
+#include "core/model_file.h"
+#include "engine/host_evaluation.h"
+#include "test_support.h"
+
+namespace flashmace {
+namespace {
+
+// The acceptance tolerances: the two paths differ only in summation order (float64 round-off).
+constexpr double kEnergyRelTol = 1e-12;
+constexpr double kAbsTol = 1e-10;
+
+std::unique_ptr<Evaluator> evaluator(const std::string& model, const std::string& path, int64_t edge_chunk = 0,
+                                     int64_t atom_chunk = 0) {
+  EvaluatorOptions o;
+  o.path = path;
+  o.dtype = "float64";
+  o.edge_chunk = edge_chunk;
+  o.atom_chunk = atom_chunk;
+  return make_evaluator(ModelFile::load(testing::exported_model(model)), o);
+}
+
+std::vector<double> flat(const std::array<double, 9>& a) { return {a.begin(), a.end()}; }
+
+struct Case {
+  std::string model, structure;
+  int64_t edge_chunk, atom_chunk;
+};
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << "/" << c.structure << " edge chunk " << c.edge_chunk << " atom chunk " << c.atom_chunk;
+}
+
+class FastEngineCase : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FastEngineCase, ChunkedEqualsReferenceAndOfficialMace) {
+  const Case c = GetParam();
+  const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file(c.model));
+  const Structure s = testing::reference_structure(ref, c.structure);
+  const Graph g = testing::reference_graph(ref, c.structure);
+  const Prediction want = evaluate_structure(*evaluator(c.model, "reference"), s, g);
+  const Prediction got = evaluate_structure(*evaluator(c.model, "fast", c.edge_chunk, c.atom_chunk), s, g);
+
+  EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol);
+  EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol);
+  EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol);
+  EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol);
+  // And against official MACE directly.
+  const double e_mace = ref.to_doubles(c.structure + ".output.energy")[0];
+  EXPECT_LE(std::abs(got.energy - e_mace) / std::abs(e_mace), kEnergyRelTol);
+  EXPECT_LE(testing::max_abs_diff(got.forces, ref.to_doubles(c.structure + ".output.forces")), kAbsTol);
+  if (s.periodic()) {
+    EXPECT_LE(testing::max_abs_diff(flat(got.stress), ref.to_doubles(c.structure + ".output.stress")), kAbsTol);
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const std::string model : {"scalar_l0", "small_l1", "large_l2"})
+    for (const std::string structure : {"bulk", "cluster"}) {
+      out.push_back({model, structure, 0, 0});  // planner: everything fits, no recompute
+      out.push_back({model, structure, 7, 5});
+      out.push_back({model, structure, 64, 0});
+    }
+  out.push_back({"small_l1", "bulk", 1, 1});
+  out.push_back({"large_l2", "cluster", 1, 3});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedReference, FastEngineCase, ::testing::ValuesIn(cases()), [](const auto& info) {
+  return info.param.model + "_" + info.param.structure + "_e" + std::to_string(info.param.edge_chunk) + "_a" +
+         std::to_string(info.param.atom_chunk);
+});
+
+class FastEngineDomain : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FastEngineDomain, GhostDomainEqualsReferenceIncludingPerAtomVirials) {
+  const Structure s = testing::reference_structure(SafetensorsFile::load(testing::reference_file(GetParam())), "bulk");
+  const auto reference = evaluator(GetParam(), "reference");
+  std::vector<int> owner;
+  const LocalGraph lg = periodic_local_graph(s, reference->cutoff(), &owner);
+  ASSERT_GT(lg.nghost, 0);
+  OwnerMapExchanger exchanger(lg.nlocal, owner);
+  const LocalPrediction want = evaluate_local(*reference, lg, &exchanger, true);
+  for (const int64_t chunk : {int64_t{0}, int64_t{13}}) {
+    const LocalPrediction got = evaluate_local(*evaluator(GetParam(), "fast", chunk, chunk), lg, &exchanger, true);
+    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << chunk;
+    EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << chunk;
+    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << chunk;
+    EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << chunk;
+    EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol) << chunk;
+  }
+  // Negative control: without the exchange, ghost features are stale and the energy is wrong.
+  const LocalPrediction stale = evaluate_local(*evaluator(GetParam(), "fast"), lg, nullptr, false);
+  EXPECT_GT(std::abs(stale.energy - want.energy), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedReference, FastEngineDomain, ::testing::Values("small_l1", "scalar_l0", "large_l2"),
+                         [](const auto& info) { return info.param; });
+
+// Counts the exchanger's calls: the engine makes the same calls whether or not a domain has edges.
+class CountingExchanger : public HaloExchanger {
+ public:
+  void forward(double*, int) override { ++forward_calls; }
+  void reverse(double*, int) override { ++reverse_calls; }
+  int forward_calls = 0, reverse_calls = 0;
+};
+
+TEST(FastEngine, ExchangesOncePerLayerBoundaryEvenWithoutEdges) {
+  const auto fast = evaluator("small_l1", "fast");
+  const int layers = fast->config().num_interactions;
+  LocalGraph empty;
+  CountingExchanger counter;
+  evaluate_local(*fast, empty, &counter, false);
+  EXPECT_EQ(counter.forward_calls, layers - 1);
+  EXPECT_EQ(counter.reverse_calls, layers - 1);
+  LocalGraph lonely;  // one atom, no neighbours
+  lonely.nlocal = 1;
+  lonely.atomic_numbers = {fast->config().atomic_numbers[0]};
+  lonely.positions = {0, 0, 0};
+  CountingExchanger counter2;
+  const LocalPrediction p = evaluate_local(*fast, lonely, &counter2, false);
+  EXPECT_EQ(counter2.forward_calls, layers - 1);
+  EXPECT_EQ(counter2.reverse_calls, layers - 1);
+  EXPECT_EQ(p.forces, std::vector<double>({0, 0, 0}));
+  EXPECT_TRUE(std::isfinite(p.energy));
+}
+
+TEST(FastEngine, EnergyOnlyRequestGivesTheSameEnergy) {
+  const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file("small_l1"));
+  const Structure s = testing::reference_structure(ref, "bulk");
+  const Graph g = testing::reference_graph(ref, "bulk");
+  auto fast = evaluator("small_l1", "fast", 11, 0);
+  const Prediction full = evaluate_structure(*fast, s, g);
+  // Energy only through the interface (no forces, no virial).
+  std::vector<int64_t> species = element_indices(fast->config(), s);
+  std::vector<double> v(3 * g.sender.size());
+  for (std::size_t e = 0; e < g.sender.size(); ++e)
+    for (int d = 0; d < 3; ++d) {
+      double shift = 0;
+      for (int k = 0; k < 3; ++k) shift += g.unit_shifts[3 * e + k] * s.cell[3 * k + d];
+      v[3 * e + d] = s.positions[3 * g.receiver[e] + d] - s.positions[3 * g.sender[e] + d] + shift;
+    }
+  GraphView view;
+  view.nlocal = view.ntotal = s.size();
+  view.nedges = static_cast<int64_t>(g.sender.size());
+  view.species = species.data();
+  view.sender = g.sender.data();
+  view.receiver = g.receiver.data();
+  view.vectors = v.data();
+  double energy = 0;
+  Request req;
+  req.forces = false;
+  Outputs out;
+  out.energy = &energy;
+  fast->evaluate(view, nullptr, req, out);
+  EXPECT_LE(std::abs(energy - full.energy) / std::abs(full.energy), kEnergyRelTol);
+}
+
+TEST(FastEngine, BadOptionsAreExplained) {
+  const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
+  EvaluatorOptions o;
+  o.path = "quick";
+  EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Unknown evaluation path 'quick'"),
+            std::string::npos);
+  o.path = "fast";
+  o.edge_chunk = -3;
+  EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Chunk sizes must be positive"),
+            std::string::npos);
+  o.edge_chunk = 0;
+  o.device = "tpu";
+  EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Unknown device 'tpu'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashmace
