@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "model/e3nn_ops.h"
+#include "model/edge_outputs.h"
 #include "model/radial.h"
 #include "model/symmetric_contraction.h"
 
@@ -61,6 +62,16 @@ std::vector<at::Tensor> vjp(const std::vector<at::Tensor>& outputs, const std::v
 at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& local_receiver, int64_t nrows) {
   const at::Tensor lengths = at::bincount(local_receiver, {}, nrows);
   return at::segment_reduce(values, "sum", lengths, {}, {}, 0, /*unsafe=*/true, at::Scalar(0));
+}
+
+// rows[index[e]] += values[e], bitwise reproducible: the chunk's values are first summed per distinct
+// row in edge order, then each distinct row is added once (index_add with repeated rows would use
+// GPU atomics, whose order varies between runs).
+void add_rows_deterministic(at::Tensor& rows, const at::Tensor& index, const at::Tensor& values) {
+  if (index.size(0) == 0) return;
+  const auto unique = at::_unique2(index, /*sorted=*/true, /*return_inverse=*/true, /*return_counts=*/false);
+  const at::Tensor distinct = std::get<0>(unique), inverse = std::get<1>(unique);
+  rows.index_add_(0, distinct, index_sum(values, inverse, distinct.size(0)));
 }
 
 // The halo exchange on the calling thread. The exchanger works on host float64 rows, so the rows are
@@ -195,8 +206,10 @@ void FastEngine::update_plan(int64_t atoms, int64_t edges) {
   const double budget = settings_.memory_bytes > 0 ? settings_.memory_bytes : default_memory_budget(device);
   const MemoryPlan plan =
       plan_memory(costs_, atoms, edges, budget, settings_.edge_chunk, settings_.atom_chunk);
-  const bool changed = planned_atoms_ < 0 || plan.edge_chunk != plan_.edge_chunk ||
-                       plan.atom_chunk != plan_.atom_chunk || plan.recompute != plan_.recompute;
+  // Printed when the mode or the chunk sizes change, not at every new atom or edge count (LAMMPS
+  // changes them at every neighbour-list rebuild); whole-step plans differ only in their sizes.
+  const bool changed = planned_atoms_ < 0 || plan.recompute != plan_.recompute ||
+                       (plan.recompute && (plan.edge_chunk != plan_.edge_chunk || plan.atom_chunk != plan_.atom_chunk));
   plan_ = plan;
   planned_atoms_ = atoms;
   planned_edges_ = edges;
@@ -377,7 +390,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
       if (L.density) gout.push_back(ddens.narrow(0, ch.row0, ch.nrows).index_select(0, rows).unsqueeze(1));
       const std::vector<at::Tensor> gi = vjp(chunk.outputs, gout, chunk.inputs);
       grad_v.narrow(0, ch.begin, ch.count).add_(gi[0]);
-      if (t > 0) dhu.index_add_(0, send, gi[1]);
+      if (t > 0) add_rows_deterministic(dhu, send, gi[1]);
     }
     S.edges.clear();
     lap(timer_, "edges_backward");

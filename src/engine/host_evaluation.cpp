@@ -73,14 +73,7 @@ Request full_request(bool atom_virial) {
   return r;
 }
 
-}  // namespace
-
-Prediction evaluate_structure(Evaluator& ev, const Structure& s) {
-  return evaluate_structure(ev, s, build_neighbor_list(s, ev.cutoff()));
-}
-
-Prediction evaluate_structure(Evaluator& ev, const Structure& s, const Graph& g) {
-  check_structure(s);
+std::vector<double> edge_vectors(const Structure& s, const Graph& g) {
   const int E = g.num_edges();
   std::vector<double> v(3 * static_cast<std::size_t>(E));
   for (int e = 0; e < E; ++e) {
@@ -91,7 +84,43 @@ Prediction evaluate_structure(Evaluator& ev, const Structure& s, const Graph& g)
       v[3 * e + d] = s.positions[3 * j + d] - s.positions[3 * i + d] + shift;
     }
   }
-  const DeviceGraph dg = to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, v);
+  return v;
+}
+
+}  // namespace
+
+struct ResidentGraph::Impl {
+  DeviceGraph graph;
+  DeviceOutputs outputs;
+  int64_t atoms = 0;
+};
+
+ResidentGraph::ResidentGraph(const Evaluator& ev, const Structure& s, const Graph& g) : impl_(std::make_unique<Impl>()) {
+  check_structure(s);
+  impl_->graph = to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, edge_vectors(s, g));
+  impl_->outputs = allocate(ev, s.size(), s.size(), false);
+  impl_->atoms = s.size();
+}
+
+ResidentGraph::~ResidentGraph() = default;
+
+void ResidentGraph::evaluate(Evaluator& ev, HaloExchanger* halo) {
+  Request r;
+  r.forces = r.virial = true;
+  Outputs o = impl_->outputs.outputs();
+  o.node_energy = nullptr;
+  ev.evaluate(impl_->graph.view(impl_->atoms), halo, r, o);
+}
+
+double ResidentGraph::energy() const { return impl_->outputs.energy.to(at::kCPU).item<double>(); }
+
+Prediction evaluate_structure(Evaluator& ev, const Structure& s) {
+  return evaluate_structure(ev, s, build_neighbor_list(s, ev.cutoff()));
+}
+
+Prediction evaluate_structure(Evaluator& ev, const Structure& s, const Graph& g) {
+  check_structure(s);
+  const DeviceGraph dg = to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, edge_vectors(s, g));
   DeviceOutputs d = allocate(ev, s.size(), s.size(), false);
   ev.evaluate(dg.view(s.size()), nullptr, full_request(false), d.outputs());
 

@@ -1,6 +1,8 @@
 #pragma once
 // Host-side conveniences over the Evaluator interface for tools and tests: a structure (or one
 // domain of it) in host memory in, host results out. Copies to and from the evaluator's device.
+#include <memory>
+
 #include "engine/evaluator.h"
 #include "model/reference_model.h"
 
@@ -13,5 +15,21 @@ Prediction evaluate_structure(Evaluator& evaluator, const Structure& structure, 
 // One domain of a decomposed system (ghost rows exchanged through `halo`).
 LocalPrediction evaluate_local(Evaluator& evaluator, const LocalGraph& graph, HaloExchanger* halo,
                                bool atom_virial = false);
+
+// A structure's graph and output buffers resident on the evaluator's device, for repeated
+// evaluations that leave their results there (benchmarks: a step as the Kokkos style will run it).
+class ResidentGraph {
+ public:
+  ResidentGraph(const Evaluator& evaluator, const Structure& structure, const Graph& graph);
+  ~ResidentGraph();
+  // Energy, forces and virial into device buffers; returns without waiting for the device.
+  void evaluate(Evaluator& evaluator, HaloExchanger* halo = nullptr);
+  // The energy of the last evaluation (waits for the device).
+  double energy() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace flashmace

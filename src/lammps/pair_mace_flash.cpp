@@ -14,7 +14,8 @@
 #include "force.h"
 #include "lmp_compat.h"
 #include "memory.h"
-#include "model/reference_model.h"
+#include "engine/host_evaluation.h"
+#include "model/device.h"
 #include "neigh_list.h"
 #include "neighbor.h"
 #include "update.h"
@@ -64,6 +65,9 @@ void PairMACEFlash::settings(int narg, char** arg) {
   // pair_style may be re-issued for an existing mace/flash pair: start from the defaults.
   device_ = "cpu";
   dtype_.clear();
+  path_ = "fast";
+  edge_chunk_ = 0;
+  memory_gb_ = 0;
   exchange_ = true;
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
@@ -77,12 +81,24 @@ void PairMACEFlash::settings(int narg, char** arg) {
       if (value != "float32" && value != "float64")
         error->all(FLERR, text("Illegal pair_style mace/flash dtype " + value + ": use float32 or float64"));
       dtype_ = value;
+    } else if (key == "path") {
+      if (value != "fast" && value != "reference")
+        error->all(FLERR, text("Illegal pair_style mace/flash path " + value + ": use fast or reference"));
+      path_ = value;
+    } else if (key == "edge_chunk") {
+      edge_chunk_ = utils::bnumeric(FLERR, value.c_str(), false, lmp);
+      if (edge_chunk_ < 0)
+        error->all(FLERR, text("Illegal pair_style mace/flash edge_chunk " + value + ": use 0 (automatic) or more"));
+    } else if (key == "memory") {
+      memory_gb_ = utils::numeric(FLERR, value.c_str(), false, lmp);
+      if (memory_gb_ < 0)
+        error->all(FLERR, text("Illegal pair_style mace/flash memory " + value + ": a budget in GB, 0 = default"));
     } else if (key == "exchange") {
       if (value != "on" && value != "off")
         error->all(FLERR, text("Illegal pair_style mace/flash exchange " + value + ": use on or off"));
       exchange_ = value == "on";
     } else {
-      error->all(FLERR, text("Illegal pair_style mace/flash keyword " + key + ": known are device, dtype, exchange"));
+      error->all(FLERR, text("Illegal pair_style mace/flash keyword " + key + ": known are device, dtype, path, edge_chunk, memory, exchange"));
     }
   }
   if (model_) load_model();  // new device or dtype for the model of an earlier pair_coeff
@@ -111,14 +127,36 @@ void PairMACEFlash::coeff(int narg, char** arg) {
     for (int j = i; j <= ntypes; ++j) setflag[i][j] = 1;
 }
 
+// "cuda" means one GPU per rank: the node-local rank modulo the GPUs this process sees (ranks of one
+// node share a GPU only when there are more ranks than GPUs). "cuda:N" is taken as given.
+std::string PairMACEFlash::resolved_device() const {
+  if (device_ != "cuda") return device_;
+  const int gpus = flashmace::cuda_device_count();
+  if (gpus <= 0) return device_;  // the evaluator explains that there is no GPU
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  return "cuda:" + std::to_string(local_rank % gpus);
+}
+
 void PairMACEFlash::load_model() {
+  const std::string device = resolved_device();
   try {
     const flashmace::ModelFile file = flashmace::ModelFile::load(model_path_);
-    model_ = std::make_unique<flashmace::ReferenceModel>(file, flashmace::EvalOptions{dtype_, device_});
+    flashmace::EvaluatorOptions o;
+    o.path = path_;
+    o.dtype = dtype_;
+    o.device = device;
+    o.edge_chunk = edge_chunk_;
+    o.memory_bytes = memory_gb_ * 1e9;
+    if (comm->me == 0) o.log = [this](const std::string& line) { utils::logmesg(lmp, text(line + "\n")); };
+    model_ = flashmace::make_evaluator(file, o);
   } catch (const flashmace::Error& e) {
     error->all(FLERR, text(e.what()));
   } catch (const std::exception& e) {
-    error->all(FLERR, text("Pair style mace/flash cannot load " + model_path_ + " on device " + device_ + ": " + e.what()));
+    error->all(FLERR, text("Pair style mace/flash cannot load " + model_path_ + " on device " + device + ": " + e.what()));
   }
   const flashmace::MaceConfig& config = model_->config();
   std::string known;
@@ -140,7 +178,7 @@ void PairMACEFlash::load_model() {
     utils::logmesg(lmp, text("mace/flash: " + model_path_ + ": elements " + known + ", r_max " +
                              std::to_string(config.r_max) + " A, " + std::to_string(config.num_interactions) +
                              " interactions, hidden irreps " + config.hidden_irreps + ", " +
-                             (dtype_.empty() ? config.dtype : dtype_) + " on " + device_ + "\n"));
+                             model_->dtype() + " on " + model_->device() + ", " + path_ + " path\n"));
 }
 
 void PairMACEFlash::init_style() {
@@ -214,7 +252,7 @@ void PairMACEFlash::compute(int eflag, int vflag) {
   flashmace::LocalPrediction p;
   try {
     halo_.begin();
-    p = model_->evaluate_local(g, exchange_ ? &halo_ : nullptr, vflag_atom != 0);
+    p = flashmace::evaluate_local(*model_, g, exchange_ ? &halo_ : nullptr, vflag_atom != 0);
     halo_.finish();
   } catch (const flashmace::Error& e) {
     error->one(FLERR, text(e.what()));

@@ -13,7 +13,7 @@
 #include "pair.h"
 
 namespace flashmace {
-class ReferenceModel;
+class Evaluator;
 }
 
 namespace LAMMPS_NS {
@@ -43,14 +43,19 @@ class PairMACEFlash : public Pair {
   // pair_style keywords
   std::string device_ = "cpu";
   std::string dtype_;  // "" = the model file's own dtype
+  std::string path_ = "fast";
+  int64_t edge_chunk_ = 0;  // 0 = the memory planner's choice
+  double memory_gb_ = 0;    // 0 = default budget
   bool exchange_ = true;
+
+  std::string resolved_device() const;
 
   // pair_coeff
   std::string model_path_;
   std::vector<std::string> type_element_;  // [ntypes + 1], index 0 unused
   std::vector<int> type_atomic_number_;    // [ntypes + 1]
 
-  std::unique_ptr<flashmace::ReferenceModel> model_;
+  std::unique_ptr<flashmace::Evaluator> model_;
   flashmace_lammps::LammpsHaloExchanger halo_;
 };
 

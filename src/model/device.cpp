@@ -28,6 +28,8 @@ c10::DeviceIndex index_of(const std::string& device) {
 
 bool cuda_available() { return at::hasCUDA(); }
 
+int cuda_device_count() { return at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0; }
+
 std::string canonical_device(const std::string& name) {
   if (name == "cpu") return name;
   if (!is_cuda(name)) throw Error("Unknown device '" + name + "' (use cpu, cuda or cuda:N)");

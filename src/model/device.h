@@ -7,6 +7,7 @@
 namespace flashmace {
 
 bool cuda_available();
+int cuda_device_count();  // 0 without a usable GPU
 // "cpu", or "cuda:N" for "cuda" (LibTorch's current device) and "cuda:N"; throws a message naming
 // the fix for unknown names, a machine without a GPU, or an index past the visible devices.
 std::string canonical_device(const std::string& name);

@@ -2,9 +2,20 @@
 
 namespace flashmace {
 
+at::Tensor index_sum(const at::Tensor& values, const at::Tensor& index, int64_t n) {
+  if (values.size(0) == 0) {
+    std::vector<int64_t> shape = values.sizes().vec();
+    shape[0] = n;
+    return at::zeros(shape, values.options());
+  }
+  const at::Tensor order = std::get<1>(at::sort(index, /*stable=*/true, 0, false));
+  const at::Tensor lengths = at::bincount(index, {}, n);
+  return at::segment_reduce(values.index_select(0, order), "sum", lengths, {}, {}, 0, /*unsafe=*/true, at::Scalar(0));
+}
+
 at::Tensor forces_from_edge_gradients(const at::Tensor& grad, const at::Tensor& sender, const at::Tensor& receiver,
                                       int64_t nodes) {
-  return at::zeros({nodes, 3}, grad.options()).index_add_(0, sender, grad).index_add_(0, receiver, -grad);
+  return index_sum(grad, sender, nodes) - index_sum(grad, receiver, nodes);
 }
 
 at::Tensor virial_from_edge_gradients(const at::Tensor& vectors, const at::Tensor& grad) {
@@ -20,7 +31,7 @@ at::Tensor atom_virial_from_edge_gradients(const at::Tensor& vectors, const at::
                                       0.5 * (at_(0, 2) + at_(2, 0)), 0.5 * (at_(1, 2) + at_(2, 1))},
                                      1);
   const at::Tensor half = 0.5 * voigt;
-  return at::zeros({nodes, 6}, half.options()).index_add_(0, sender, half).index_add_(0, receiver, half);
+  return index_sum(half, sender, nodes) + index_sum(half, receiver, nodes);
 }
 
 }  // namespace flashmace

@@ -5,6 +5,10 @@
 
 namespace flashmace {
 
+// out[n] = sum_{e: index[e] = n} values[e], [n, ...]: a stable sort by index, then one reduction per
+// row in edge order, so the result is bitwise reproducible on GPUs too (index_add uses atomics there).
+at::Tensor index_sum(const at::Tensor& values, const at::Tensor& index, int64_t n);
+
 // F_n = sum_{sender=n} g_e - sum_{receiver=n} g_e; [nodes, 3].
 at::Tensor forces_from_edge_gradients(const at::Tensor& grad, const at::Tensor& sender, const at::Tensor& receiver,
                                       int64_t nodes);

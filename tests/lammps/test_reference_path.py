@@ -92,11 +92,11 @@ def lammps_results(tmp_path, case, nprocs, style=""):
 
 
 def reference_path(tmp_path, case, dtype="float64"):
-    """flashmace-eval (ReferenceModel::evaluate on the periodic structure, no LAMMPS)."""
+    """flashmace-eval --path reference (the oracle on the periodic structure, no LAMMPS)."""
     t, _ = read_safetensors(os.path.join(REF_DIR, f"mace_{case}.safetensors"))
     write_extxyz(tmp_path / "s.xyz", t["bulk.input.atomic_numbers"], t["bulk.input.positions"], t["bulk.input.cell"])
     proc = subprocess.run([EVAL, "--model", os.path.join(MODELS, f"{case}.safetensors"), "--xyz",
-                           str(tmp_path / "s.xyz"), "--dtype", dtype], capture_output=True, text=True, check=True)
+                           str(tmp_path / "s.xyz"), "--dtype", dtype, "--path", "reference"], capture_output=True, text=True, check=True)
     r = json.loads(proc.stdout)
     volume = abs(np.linalg.det(t["bulk.input.cell"]))
     return {"energy": r["energy"], "node_energy": np.array(r["node_energy"]), "forces": np.array(r["forces"]),
@@ -140,6 +140,15 @@ def test_mpi_equals_reference_path(tmp_path, serial_results, case, nprocs):
     # Per-atom virials travel home through LAMMPS's reverse communication of compute stress/atom.
     np.testing.assert_allclose(lmp["atom_virial"], serial["atom_virial"], rtol=0, atol=TOL64)
     np.testing.assert_allclose(lmp["atom_virial_sum"], lmp["virial"], rtol=TOL64, atol=TOL64)
+
+
+@pytest.mark.parametrize("nprocs", [1, 2])
+@pytest.mark.parametrize("style", ["path reference", "path fast edge_chunk 7"])
+def test_both_paths_and_small_chunks_in_lammps(tmp_path, style, nprocs):
+    # The default runs above use the fast path with the planner's chunks; here the oracle itself and
+    # the fast path with chunk boundaries inside receivers' edge lists, serial and across ranks.
+    lmp = lammps_results(tmp_path, "small_l1", nprocs, style=style)
+    assert_agree(lmp, official_mace("small_l1"), TOL64, f"small_l1 {style} on {nprocs} ranks vs official MACE")
 
 
 def test_float32_is_close_to_float64_reference(tmp_path):

@@ -30,15 +30,18 @@ def run(*args):
     return subprocess.run([EVAL, *args], capture_output=True, text=True)
 
 
+@pytest.mark.parametrize("path", [["--path", "reference"], ["--path", "fast"], ["--path", "fast", "--edge-chunk", "7"],
+                                  ["--path", "fast", "--edge-chunk", "64", "--atom-chunk", "5"]],
+                         ids=["reference", "fast", "fast-chunk7", "fast-chunk64"])
 @pytest.mark.parametrize("case", ["small_l1", "scalar_l0", "large_l2"])
 @pytest.mark.parametrize("structure", ["bulk", "cluster"])
-def test_eval_json_matches_official_mace(tmp_path, case, structure):
+def test_eval_json_matches_official_mace(tmp_path, case, structure, path):
     t, _ = read_safetensors(os.path.join(REF_DIR, f"mace_{case}.safetensors"))
     pbc = tuple(bool(x) for x in t[f"{structure}.input.pbc"])
     xyz = tmp_path / "s.xyz"
     write_xyz(xyz, t[f"{structure}.input.atomic_numbers"], t[f"{structure}.input.positions"],
               t[f"{structure}.input.cell"], pbc)
-    proc = run("--model", os.path.join(MODELS, f"{case}.safetensors"), "--xyz", str(xyz))
+    proc = run("--model", os.path.join(MODELS, f"{case}.safetensors"), "--xyz", str(xyz), *path)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     e_ref = t[f"{structure}.output.energy"][0]
@@ -71,6 +74,8 @@ def test_bad_input_gives_clear_errors(tmp_path):
     empty = tmp_path / "empty.xyz"
     empty.write_text("0\nProperties=species:S:1:pos:R:3\n")
     cases["empty"] = (["--model", model, "--xyz", str(empty)], "Empty structure")
+    cases["unknown path"] = (["--model", model, "--xyz", str(good), "--path", "quick"], "Unknown evaluation path 'quick'")
+    cases["negative chunk"] = (["--model", model, "--xyz", str(good), "--edge-chunk", "-1"], "Chunk sizes must be positive")
 
     for name, (args, message) in cases.items():
         proc = run(*args)

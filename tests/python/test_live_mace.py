@@ -203,8 +203,8 @@ def write_xyz(path, atoms, written_cell=None):
     path.write_text("\n".join(lines) + "\n")
 
 
-def flashmace(model_path, xyz, dtype, label):
-    proc = subprocess.run([EVAL, "--model", str(model_path), "--xyz", str(xyz), "--dtype", dtype],
+def flashmace(model_path, xyz, dtype, label, path=("--path", "reference")):
+    proc = subprocess.run([EVAL, "--model", str(model_path), "--xyz", str(xyz), "--dtype", dtype, *path],
                           capture_output=True, text=True)
     assert proc.returncode == 0, f"{label} ({dtype}): flashmace-eval failed: {proc.stderr}"
     return json.loads(proc.stdout)
@@ -233,21 +233,25 @@ def test_random_model_matches_official_mace(tmp_path, k):
         write_xyz(xyz, atoms, written_cell)
         label = f"{where}; {kind} of {len(atoms)} atoms, {ref['edges']} edges"
 
-        got = flashmace(model_path, xyz, "float64", label)
         e_ref = float(ref["energy"][0])
-        assert abs(got["energy"] - e_ref) <= 1e-12 * abs(e_ref), \
-            f"{label}: energy {got['energy']!r} vs MACE {e_ref!r}"
-        np.testing.assert_allclose(got["node_energy"], ref["node_energy"], rtol=0, atol=1e-10,
-                                   err_msg=label + ": node energies")
-        np.testing.assert_allclose(got["forces"], ref["forces"], rtol=0, atol=1e-10, err_msg=label + ": forces")
-        if atoms.pbc.all():
-            np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=label + ": stress")
+        # Both paths; the fast one alternately with the planner's chunks and with 7-edge chunks.
+        fast = ("--path", "fast") + (("--edge-chunk", "7", "--atom-chunk", "5") if k % 2 else ())
+        for path in (("--path", "reference"), fast):
+            got = flashmace(model_path, xyz, "float64", label, path)
+            what = f"{label} [{' '.join(path)}]"
+            assert abs(got["energy"] - e_ref) <= 1e-12 * abs(e_ref), \
+                f"{what}: energy {got['energy']!r} vs MACE {e_ref!r}"
+            np.testing.assert_allclose(got["node_energy"], ref["node_energy"], rtol=0, atol=1e-10,
+                                       err_msg=what + ": node energies")
+            np.testing.assert_allclose(got["forces"], ref["forces"], rtol=0, atol=1e-10, err_msg=what + ": forces")
+            if atoms.pbc.all():
+                np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=what + ": stress")
 
         # Test design: the interaction must move the atoms measurably, or the 1e-10 checks say little.
         assert np.abs(ref["forces"]).max() > 1e-3, f"{label}: MACE forces are negligible (test design)"
 
         if kind == "periodic":  # one float32 run per case (each flashmace-eval start costs ~1 s)
-            got32 = flashmace(model_path, xyz, "float32", label)
+            got32 = flashmace(model_path, xyz, "float32", label, ("--path", "fast"))
             assert abs(got32["energy"] - e_ref) <= 1e-5 * abs(e_ref), \
                 f"{label} (float32): energy {got32['energy']!r} vs MACE float64 {e_ref!r}"
     if hp["pair_repulsion"]:  # the comparison must exercise the ZBL term, not only switch it on

@@ -9,20 +9,22 @@
 #include "core/error.h"
 #include "core/model_file.h"
 #include "core/xyz.h"
-#include "model/reference_model.h"
+#include "engine/host_evaluation.h"
 
 namespace {
 
 const char* kUsage =
     "usage: flashmace-eval --model FILE --xyz FILE [--dtype float32|float64] [--device cpu|cuda]\n"
-    "Evaluates the model on the structure (reference path) and prints JSON with energy (eV),\n"
-    "node_energy [N], forces [N][3] (eV/A) and stress [3][3] (eV/A^3, MACE's sign convention).\n";
+    "                      [--path fast|reference] [--edge-chunk N] [--atom-chunk N] [--memory GB]\n"
+    "Evaluates the model on the structure (default: the fast path) and prints JSON with energy (eV),\n"
+    "node_energy [N], forces [N][3] (eV/A) and stress [3][3] (eV/A^3, MACE's sign convention).\n"
+    "--edge-chunk/--atom-chunk force the fast path's chunk sizes, --memory its budget.\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model_path, xyz_path;
-  flashmace::EvalOptions options;
+  flashmace::EvaluatorOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* name) -> std::string {
@@ -40,6 +42,14 @@ int main(int argc, char** argv) {
       options.dtype = value("--dtype");
     else if (a == "--device")
       options.device = value("--device");
+    else if (a == "--path")
+      options.path = value("--path");
+    else if (a == "--edge-chunk")
+      options.edge_chunk = std::stoll(value("--edge-chunk"));
+    else if (a == "--atom-chunk")
+      options.atom_chunk = std::stoll(value("--atom-chunk"));
+    else if (a == "--memory")
+      options.memory_bytes = std::stod(value("--memory")) * 1e9;
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -55,8 +65,8 @@ int main(int argc, char** argv) {
   try {
     const flashmace::ModelFile file = flashmace::ModelFile::load(model_path);
     const flashmace::Structure s = flashmace::read_extxyz(xyz_path);
-    const flashmace::ReferenceModel model(file, options);
-    const flashmace::Prediction p = model.evaluate(s);
+    const std::unique_ptr<flashmace::Evaluator> model = flashmace::make_evaluator(file, options);
+    const flashmace::Prediction p = flashmace::evaluate_structure(*model, s);
     nlohmann::json out;
     out["energy"] = p.energy;
     out["node_energy"] = p.node_energy;

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# On a CUDA machine (PyTorch with CUDA, CMake, Ninja; no internet needed): build flashmace against
+# that machine's LibTorch, run the GPU tests (ctest -L gpu), then the benchmark table of the fast
+# and reference paths. Everything it needs beyond the machine comes from one folder, ASSETS:
+#   ASSETS/*.deb              nlohmann-json3-dev, libgtest-dev, googletest (Debian 12; `apt-get download` them)
+#   ASSETS/reference/         the shared reference files (../shared/reference)
+#   ASSETS/mp0-medium-f32.safetensors   tools/make_random_model.py mp0-medium ... --dtype float32
+# Usage: tools/gpu_check.sh ASSETS OUT [--tests-only|--bench-only]
+# OUT receives build.log, ctest.log and bench-*.json / bench.log.
+set -euo pipefail
+assets=$(cd "$1" && pwd)
+out=$(mkdir -p "$2" && cd "$2" && pwd)
+mode=${3:-all}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+python=${FLASHMACE_PYTHON:-python3}
+build=${FLASHMACE_BUILD_DIR:-$root/build-gpu}
+
+prefix=$build/deps
+mkdir -p "$prefix"
+for deb in "$assets"/*.deb; do dpkg -x "$deb" "$prefix"; done
+echo "gpu_check: $($python -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))')"
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHMACE_PYTHON="$python" \
+  -DFLASHMACE_LAMMPS=OFF -DFLASHMACE_REFERENCE_DIR="$assets/reference" \
+  -DCMAKE_PREFIX_PATH="$prefix/usr" -DGTest_DIR="$prefix/usr/lib/x86_64-linux-gnu/cmake/GTest" \
+  > "$out/build.log" 2>&1
+cmake --build "$build" -j "$(nproc)" >> "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+echo "gpu_check: built"
+
+if [ "$mode" != "--bench-only" ]; then
+  (cd "$build" && ctest -R export_reference_models > /dev/null && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/ctest.log" | tail -15
+fi
+[ "$mode" = "--tests-only" ] && exit 0
+
+bench() {  # bench NAME ARGS...: one flashmace-bench run, table to bench.log, JSON to bench-NAME.json
+  local name=$1; shift
+  echo "== $name: flashmace-bench $*" | tee -a "$out/bench.log"
+  "$build/bin/flashmace-bench" --model "$assets/mp0-medium-f32.safetensors" --device cuda --a 3.61 \
+    --json "$out/bench-$name.json" "$@" 2>&1 | tee -a "$out/bench.log" || echo "($name failed)" | tee -a "$out/bench.log"
+}
+for cells in 6 10 16; do
+  bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 5
+done
+bench "reference-f32-c10" --path reference --dtype float32 --cells 10 --warmup 2 --steps 5
+for cells in 6 10; do
+  bench "fast-f64-c$cells" --path fast --dtype float64 --cells $cells --warmup 2 --steps 5
+done
+bench "fast-f32-c25" --path fast --dtype float32 --cells 25 --warmup 1 --steps 3
+bench "fast-f32-c10-chunked" --path fast --dtype float32 --cells 10 --warmup 2 --steps 5 --edge-chunk 20000 --atom-chunk 1000
