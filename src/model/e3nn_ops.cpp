@@ -52,6 +52,32 @@ at::Tensor e3nn_linear(const at::Tensor& x, const at::Tensor& weight, const Irre
   return join_blocks(ys, n);
 }
 
+// The x-gradient of y = e3nn_linear(x, weight, in, out) for the y-gradient g (the transpose of the
+// same block matrices; weight offsets in e3nn_linear's order: input blocks outer, output inner).
+at::Tensor e3nn_linear_transpose(const at::Tensor& g, const at::Tensor& weight, const Irreps& in, const Irreps& out) {
+  const int64_t n = g.size(0);
+  const auto gs = split_irreps(g, out);
+  std::vector<int> fan(out.size(), 0);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    for (std::size_t o = 0; o < out.size(); ++o)
+      if (in[i].ir == out[o].ir) fan[o] += in[i].mul;
+  std::vector<at::Tensor> blocks;
+  int64_t offset = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    at::Tensor acc = at::zeros({n, in[i].mul, in[i].ir.dim()}, g.options());
+    for (std::size_t o = 0; o < out.size(); ++o) {
+      if (in[i].ir != out[o].ir) continue;
+      const int64_t numel = static_cast<int64_t>(in[i].mul) * out[o].mul;
+      const at::Tensor w = weight.narrow(0, offset, numel).reshape({in[i].mul, out[o].mul});
+      offset += numel;
+      // [N, mul_out, d] -> [N, d, mul_out] @ [mul_out, mul_in] -> [N, mul_in, d]
+      acc.add_(at::matmul(gs[o].transpose(1, 2), w.t()).transpose(1, 2), 1.0 / std::sqrt(static_cast<double>(fan[o])));
+    }
+    blocks.push_back(acc.reshape({n, acc.size(1) * acc.size(2)}));
+  }
+  return at::cat(blocks, 1);
+}
+
 at::Tensor element_linear(const at::Tensor& x, const at::Tensor& species, const at::Tensor& weight, const Irreps& in,
                           int num_elements, const Irreps& out) {
   const int64_t n = x.size(0);
@@ -78,6 +104,32 @@ at::Tensor element_linear(const at::Tensor& x, const at::Tensor& species, const 
   for (std::size_t o = 0; o < out.size(); ++o)
     ys.push_back(acc[o].defined() ? acc[o] : at::zeros({n, out[o].mul, out[o].ir.dim()}, x.options()));
   return join_blocks(ys, n);
+}
+
+at::Tensor element_linear_transpose(const at::Tensor& g, const at::Tensor& species, const at::Tensor& weight,
+                                    const Irreps& in, int num_elements, const Irreps& out) {
+  const int64_t n = g.size(0);
+  const auto gs = split_irreps(g, out);
+  std::vector<int> fan(out.size(), 0);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    for (std::size_t o = 0; o < out.size(); ++o)
+      if (in[i].ir == out[o].ir) fan[o] += in[i].mul * num_elements;
+  std::vector<at::Tensor> blocks;
+  int64_t offset = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    at::Tensor acc = at::zeros({n, in[i].mul, in[i].ir.dim()}, g.options());
+    for (std::size_t o = 0; o < out.size(); ++o) {
+      if (in[i].ir != out[o].ir) continue;
+      const int64_t numel = static_cast<int64_t>(in[i].mul) * num_elements * out[o].mul;
+      const at::Tensor w = weight.narrow(0, offset, numel).reshape({in[i].mul, num_elements, out[o].mul});
+      offset += numel;
+      // per node [mul_in, mul_out] @ [mul_out, d] -> [mul_in, d]
+      const at::Tensor wn = w.index_select(1, species).permute({1, 0, 2});
+      acc.add_(at::bmm(wn, gs[o]), 1.0 / std::sqrt(static_cast<double>(fan[o])));
+    }
+    blocks.push_back(acc.reshape({n, acc.size(1) * acc.size(2)}));
+  }
+  return at::cat(blocks, 1);
 }
 
 at::Tensor conv_tensor_product(const at::Tensor& x1, const at::Tensor& sh, const at::Tensor& weights, const Irreps& in1,

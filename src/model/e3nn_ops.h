@@ -16,10 +16,17 @@ at::Tensor normalized_silu(const at::Tensor& x);
 // o3.Linear(in -> out), no biases, "element" path normalisation (spec 5.1).
 at::Tensor e3nn_linear(const at::Tensor& x, const at::Tensor& weight, const Irreps& in, const Irreps& out);
 
+// The transpose of e3nn_linear: the x-gradient for the y-gradient g (it is linear in x).
+at::Tensor e3nn_linear_transpose(const at::Tensor& g, const at::Tensor& weight, const Irreps& in, const Irreps& out);
+
 // o3.FullyConnectedTensorProduct(in, Z x 0e, out) with one-hot node attributes: a per-element
 // weight gather (spec 5.3). species: [N] int64 element indices.
 at::Tensor element_linear(const at::Tensor& x, const at::Tensor& species, const at::Tensor& weight, const Irreps& in,
                           int num_elements, const Irreps& out);
+
+// The transpose of element_linear: the x-gradient for the y-gradient g.
+at::Tensor element_linear_transpose(const at::Tensor& g, const at::Tensor& species, const at::Tensor& weight,
+                                    const Irreps& in, int num_elements, const Irreps& out);
 
 // The "uvu" conv tensor product with per-edge weights (spec 5.2). x1: [E, dim(in1)] sender
 // features, sh: [E, dim(sh)], weights: [E, layout.weight_numel]; w3j[p] is path p's coupling.

@@ -56,8 +56,8 @@ EdgeGradients reference_edge_gradients(const MaceParams& p, const GraphTensors& 
   at::Tensor inter = mace_interaction_energy(p, graph, v, nullptr, halo, timer).narrow(0, 0, nlocal);
   EdgeGradients out;
   // E0 is added in float64 (float32 models' E0 of ~1000 eV/atom would otherwise lose ~1e-4 eV).
-  out.node_energy =
-      inter.detach().to(at::kDouble) + p.atomic_energies_f64.index_select(0, graph.species.narrow(0, 0, nlocal));
+  out.interaction = inter.detach().to(at::kDouble);
+  out.node_energy = out.interaction + p.atomic_energies_f64.index_select(0, graph.species.narrow(0, 0, nlocal));
   if (want_grad) {
     at::Tensor grad;
     if (v.size(0) > 0) grad = torch::autograd::grad({inter.sum()}, {v}, {}, false, false, /*allow_unused=*/true)[0];
@@ -121,7 +121,7 @@ Prediction ReferenceModel::evaluate(const Structure& s, const Graph& g) const {
   Prediction out;
   out.node_energy = to_host(eg.node_energy);
   for (double e : out.node_energy) out.energy += e;
-  out.interaction_energy = out.energy - p.atomic_energies_f64.index_select(0, in.graph.species).sum().item<double>();
+  out.interaction_energy = eg.interaction.sum().item<double>();
   out.forces = to_host(forces_from_edge_gradients(eg.grad, in.graph.sender, in.graph.receiver, s.size()));
   out.virial = host_virial(virial_from_edge_gradients(v64, eg.grad));
   if (s.periodic()) {

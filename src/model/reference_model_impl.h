@@ -24,6 +24,7 @@ EdgeInputs make_edge_inputs(const MaceParams& params, const Structure& s, const 
 // Energies and edge gradients of one evaluation (mace_spec.md 10.2).
 struct EdgeGradients {
   at::Tensor node_energy;  // [nlocal] float64, E0 included
+  at::Tensor interaction;  // [nlocal] float64, without E0 (FD tests difference it: E0 would swamp it)
   at::Tensor grad;         // [E, 3] float64 g_e = dE/dv_e; undefined unless want_grad
 };
 // The reference path on tensors: autograd through mace_interaction_energy. vectors: [E, 3], any

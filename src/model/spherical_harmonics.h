@@ -14,6 +14,9 @@ class SphericalHarmonics {
   SphericalHarmonics() = default;
   SphericalHarmonics(int lmax, const at::TensorOptions& options);
   at::Tensor operator()(const at::Tensor& vectors) const;
+  int lmax() const { return lmax_; }
+  // coupling(l) for l >= 2: Y_l[k] = sum_ij coupling(l)[i, j, k] Y_{l-1}[i] u[j] (u the unit vector).
+  const at::Tensor& coupling(int l) const { return coupling_[l - 2]; }
 
  private:
   int lmax_ = 0;

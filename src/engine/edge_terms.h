@@ -1,0 +1,45 @@
+#pragma once
+// The per-edge pieces of a MACE layer that feed the tensor product, forward and explicit backward
+// (vector-Jacobian products written out, no autograd): spherical harmonics of the edge direction
+// (mace_spec.md 4), radial features with their distance derivative (3.3), the radial MLP (3.4),
+// the density normalisation term (6.3) and the ZBL pair energy (8). All tensors [Ec, ...] of one
+// chunk of edges, in the model's dtype and device.
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "model/mace_params.h"
+
+namespace flashmace {
+
+struct EdgeGeometry {
+  at::Tensor r;               // [Ec, 1] lengths
+  at::Tensor u;               // [Ec, 3] unit vectors
+  std::vector<at::Tensor> y;  // y[l]: [Ec, 2l+1] spherical harmonics of block l
+  at::Tensor sh;              // [Ec, (lmax+1)^2] the blocks side by side
+  at::Tensor ef;              // [Ec, n_basis] radial features
+  at::Tensor def_dr;          // [Ec, n_basis] their derivative with respect to r
+};
+
+EdgeGeometry edge_geometry(const MaceParams& model, const at::Tensor& vectors, const at::Tensor& z_sender,
+                           const at::Tensor& z_receiver);
+
+// dE/dv from dE/d(sh) (may be undefined) and dE/d(ef) (may be undefined).
+at::Tensor edge_geometry_vjp(const MaceParams& model, const EdgeGeometry& geometry, const at::Tensor& grad_sh,
+                             const at::Tensor& grad_ef);
+
+// Radial MLP (e3nn FullyConnectedNet, silu-normalised hidden layers, no biases). `pre` receives the
+// hidden pre-activations the backward pass needs.
+at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& layers, const at::Tensor& ef, std::vector<at::Tensor>* pre);
+at::Tensor radial_mlp_vjp(const std::vector<at::Tensor>& layers, const at::Tensor& ef, const std::vector<at::Tensor>& pre,
+                          const at::Tensor& grad_out);
+
+// Density term tanh((ef W / sqrt(n))^2) [Ec, 1] of RealAgnosticDensity* blocks and its ef-gradient.
+at::Tensor density_forward(const InteractionParams& layer, const at::Tensor& ef);
+at::Tensor density_vjp(const InteractionParams& layer, const at::Tensor& ef, const at::Tensor& grad_density);
+
+// ZBL: per-edge energy 0.5 V(r) [Ec] and its derivative with respect to r [Ec].
+std::pair<at::Tensor, at::Tensor> zbl_energy_and_derivative(const at::Tensor& r, const at::Tensor& z_sender,
+                                                            const at::Tensor& z_receiver, const ZBLParameters& zbl);
+
+}  // namespace flashmace

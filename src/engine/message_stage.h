@@ -1,0 +1,58 @@
+#pragma once
+// One chunk of edges of one interaction layer (mace_spec.md 6.1-6.3), forward and backward:
+// geometry -> radial MLP -> tensor product with the senders' features -> sum over each receiver's
+// edges. The chunk's edges are consecutive in receiver order; its receivers are rows
+// [row0, row0 + nrows) of the layer's owned atoms. Internal to the fast engine (ATen).
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "engine/edge_terms.h"
+#include "model/mace_params.h"
+
+namespace flashmace {
+
+struct MessageChunkInput {
+  at::Tensor vectors;     // [Ec, 3] model dtype
+  at::Tensor z_sender;    // [Ec] atomic numbers
+  at::Tensor z_receiver;  // [Ec]
+  at::Tensor x_table;     // [X, dim(in)] up-projected sender features: per node, or per species in layer 0
+  at::Tensor x_index;     // [Ec] rows of x_table
+  at::Tensor rows;        // [Ec] receiver row minus row0 (non-decreasing)
+  int64_t nrows = 0;
+  bool x_gradient = false;  // whether backward() must produce d(x_table)
+};
+
+// What the forward pass of a chunk leaves for its backward (kept when the plan does not recompute).
+struct MessageChunkState {
+  EdgeGeometry geometry;
+  std::vector<at::Tensor> mlp_pre;
+  at::Tensor radial;  // [Ec, weight_numel]
+  at::Tensor density; // [Ec, 1] density blocks
+  // Tensor-product leaves and output with their autograd graph (the one autograd island left:
+  // the ATen tensor product, until the fused kernel replaces it).
+  at::Tensor tp_x, tp_sh, tp_radial, tp_msg;
+};
+
+struct MessageChunkOutput {
+  at::Tensor aggregate;  // [nrows, dim(mid)] sum of the chunk's messages per receiver
+  at::Tensor density;    // [nrows] sum of the density term per receiver (density blocks)
+};
+
+MessageChunkOutput message_chunk_forward(const MaceParams& model, const InteractionParams& layer,
+                                         const MessageChunkInput& in, MessageChunkState* state);
+
+// From d(aggregate) [nrows, dim(mid)] and d(density) [nrows] (density blocks): returns dE/dv [Ec, 3]
+// and, if in.x_gradient, adds d(x_table) into *x_table_grad. Consumes the state.
+at::Tensor message_chunk_backward(const MaceParams& model, const InteractionParams& layer, const MessageChunkInput& in,
+                                  MessageChunkState& state, const at::Tensor& grad_aggregate,
+                                  const at::Tensor& grad_density, at::Tensor* x_table_grad);
+
+// Receiver-sorted segment sum: rows 0..nrows-1 of the sum of values over edges with those rows.
+// Deterministic (one reduction per row, in edge order).
+at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& rows, int64_t nrows);
+
+// table[index[e]] += values[e], bitwise reproducible (no atomics on repeated rows).
+void add_rows_deterministic(at::Tensor& table, const at::Tensor& index, const at::Tensor& values);
+
+}  // namespace flashmace

@@ -1,0 +1,104 @@
+#include "engine/node_stage.h"
+
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "model/e3nn_ops.h"
+#include "model/symmetric_contraction.h"
+
+namespace flashmace {
+
+namespace {
+
+// [n, dim] in mul_ir layout with all blocks of multiplicity C -> [n, C, K] (blocks side by side on
+// the last axis), and back.
+at::Tensor to_channels(const at::Tensor& x, const Irreps& irreps) { return at::cat(split_irreps(x, irreps), 2); }
+
+at::Tensor from_channels(const at::Tensor& a, const Irreps& irreps) {
+  std::vector<at::Tensor> blocks;
+  int64_t offset = 0;
+  for (const auto& b : irreps.blocks()) {
+    blocks.push_back(a.narrow(2, offset, b.ir.dim()).reshape({a.size(0), b.dim()}));
+    offset += b.ir.dim();
+  }
+  return at::cat(blocks, 1);
+}
+
+}  // namespace
+
+NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeChunkInput& in, NodeChunkState* s) {
+  const InteractionParams& L = m.layers[t];
+  const MaceConfig& c = m.config;
+  const int Z = c.num_elements();
+  const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin / L.avg_num_neighbors;
+  s->m = L.residual ? m0 : element_linear(m0, in.species, L.skip_tp, L.target, Z, L.target);
+  {
+    const c10::AutoGradMode grad(true);
+    s->sc_a = to_channels(s->m, L.target).detach().requires_grad_(true);
+    std::vector<at::Tensor> parts;
+    for (const auto& cw : L.contractions) parts.push_back(symmetric_contraction(s->sc_a, in.species, cw));
+    s->sc_b = at::cat(parts, 1);
+  }
+  NodeChunkOutput out;
+  s->h = e3nn_linear(s->sc_b.detach(), L.product_linear, L.out, L.out);
+  if (L.residual) s->h = s->h + element_linear(in.h_in, in.species, L.skip_tp, L.in, Z, L.out);
+  out.h = s->h;
+  // Readout (mace_spec.md 8): only the 0e block of h reaches it.
+  const Irreps scalars = Irreps::scalars(c.channels()), one = Irreps::scalars(1);
+  const at::Tensor h0 = s->h.narrow(1, 0, c.channels());
+  if (t < c.num_interactions - 1) {
+    out.energy = e3nn_linear(h0, L.readout[0], scalars, one).squeeze(1);
+  } else {
+    const Irreps mlp = Irreps::parse(c.mlp_irreps);
+    s->readout_pre = e3nn_linear(h0, L.readout[0], scalars, mlp);
+    out.energy = e3nn_linear(normalized_silu(s->readout_pre), L.readout[1], mlp, one).squeeze(1);
+  }
+  return out;
+}
+
+NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeChunkInput& in, NodeChunkState& s,
+                                       const at::Tensor& grad_h, double energy_weight) {
+  const InteractionParams& L = m.layers[t];
+  const MaceConfig& c = m.config;
+  const int Z = c.num_elements();
+  const int64_t n = in.species.size(0);
+  const Irreps scalars = Irreps::scalars(c.channels()), one = Irreps::scalars(1);
+  const at::Tensor ge = at::full({n, 1}, energy_weight, grad_h.options());
+
+  // readout
+  at::Tensor gh0;
+  if (t < c.num_interactions - 1) {
+    gh0 = e3nn_linear_transpose(ge, L.readout[0], scalars, one);
+  } else {
+    const Irreps mlp = Irreps::parse(c.mlp_irreps);
+    const at::Tensor ga = e3nn_linear_transpose(ge, L.readout[1], mlp, one);
+    const at::Tensor sig = at::sigmoid(s.readout_pre);
+    const at::Tensor gz = ga * (kSiluNormalization * sig * (1.0 + s.readout_pre * (1.0 - sig)));
+    gh0 = e3nn_linear_transpose(gz, L.readout[0], scalars, mlp);
+  }
+  at::Tensor gh = grad_h.clone();
+  gh.narrow(1, 0, c.channels()).add_(gh0);
+
+  NodeChunkGradients out;
+  if (L.residual) out.h_in = element_linear_transpose(gh, in.species, L.skip_tp, L.in, Z, L.out);
+  const at::Tensor gb = e3nn_linear_transpose(gh, L.product_linear, L.out, L.out);
+  at::Tensor ga;
+  {
+    const c10::AutoGradMode grad(true);
+    ga = torch::autograd::grad({s.sc_b}, {s.sc_a}, {gb}, false, false, true)[0];
+  }
+  if (!ga.defined()) ga = at::zeros_like(s.sc_a);
+  at::Tensor gm = from_channels(ga, L.target);
+  if (!L.residual) gm = element_linear_transpose(gm, in.species, L.skip_tp, L.target, Z, L.target);
+  if (L.density) {
+    const at::Tensor d1 = in.density.unsqueeze(1) + 1.0;
+    out.mlin = gm / d1;
+    out.density = -(gm * in.mlin).sum(1) / (d1 * d1).squeeze(1);
+  } else {
+    out.mlin = gm / L.avg_num_neighbors;
+  }
+  s = NodeChunkState{};
+  return out;
+}
+
+}  // namespace flashmace

@@ -1,0 +1,42 @@
+#pragma once
+// The node work of one interaction layer for a block of owned atoms (mace_spec.md 6.3-8), forward
+// and explicit backward: normalise the projected message, element skip connection, symmetric
+// contraction, product linear, residual, readout. Internal to the fast engine (ATen).
+#include <ATen/ATen.h>
+
+#include "model/mace_params.h"
+
+namespace flashmace {
+
+struct NodeChunkInput {
+  at::Tensor mlin;     // [n, dim(target)] projected message sums (before normalisation)
+  at::Tensor density;  // [n] density sums (density blocks)
+  at::Tensor h_in;     // [n, dim(in)] the layer's input features (residual blocks)
+  at::Tensor species;  // [n]
+};
+
+struct NodeChunkState {
+  at::Tensor m;                 // [n, dim(target)] normalised message (after the skip in non-residual blocks)
+  at::Tensor sc_a, sc_b;        // symmetric-contraction input leaf and output with its autograd graph
+  at::Tensor h;                 // [n, dim(out)]
+  at::Tensor readout_pre;       // [n, dim(mlp)] last layer: the readout MLP's pre-activation
+};
+
+struct NodeChunkOutput {
+  at::Tensor h;       // [n, dim(out)]
+  at::Tensor energy;  // [n] the layer's readout
+};
+
+NodeChunkOutput node_chunk_forward(const MaceParams& model, int layer, const NodeChunkInput& in, NodeChunkState* state);
+
+struct NodeChunkGradients {
+  at::Tensor mlin;     // [n, dim(target)]
+  at::Tensor density;  // [n] (density blocks)
+  at::Tensor h_in;     // [n, dim(in)] (residual blocks; undefined otherwise)
+};
+
+// grad_h: dE/dh [n, dim(out)] from the next layer; energy_weight: dE/d(readout) (the model's scale).
+NodeChunkGradients node_chunk_backward(const MaceParams& model, int layer, const NodeChunkInput& in,
+                                       NodeChunkState& state, const at::Tensor& grad_h, double energy_weight);
+
+}  // namespace flashmace
