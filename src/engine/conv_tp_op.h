@@ -1,0 +1,53 @@
+#pragma once
+// ATen entry points of the fused conv TP message kernels (conv_tp_kernels.h): the receiver-summed
+// messages agg[row] = sum_{e in row} TP(x[xindex[e]], Y[e], R[e]) (mace_spec.md 5.2) and their
+// gradients, on the CPU or, when built with FLASHMACE_CUDA_KERNELS, on CUDA (the tensors' device,
+// LibTorch's current stream). No autograd: callers run the backward explicitly.
+#include <ATen/ATen.h>
+
+#include "engine/conv_tp_descriptor.h"
+#include "engine/conv_tp_kernels.h"
+
+namespace flashmace {
+
+// A descriptor's kernel tables in one dtype (float32 or float64) on one device; built once per model.
+class ConvTPOp {
+ public:
+  ConvTPOp(const ConvTPDescriptor& desc, const at::TensorOptions& options);
+  const ConvTPDescriptor& descriptor() const { return desc_; }
+  at::ScalarType dtype() const { return coeff_.scalar_type(); }
+  at::Device device() const { return coeff_.device(); }
+  template <typename T>
+  ConvTPTables<T> tables() const;
+
+ private:
+  ConvTPDescriptor desc_;
+  ConvTPPacked packed_;  // host copy: sizes and offsets
+  at::Tensor ints_;      // paths, runs, terms as int32, on the device
+  at::Tensor coeff_;     // [terms] in the dtype, on the device
+};
+
+// The edges sorted by xindex: perm [E] (stable) and ptr [num_x + 1], for the dx pass.
+struct XIndexCsr {
+  at::Tensor perm, ptr;
+};
+XIndexCsr xindex_csr(const at::Tensor& xindex, int64_t num_x);
+
+// x_table [X, dim(in1)], xindex [E] int64, Y [E, dim(sh)], R [E, weight_numel], row_ptr [nrows + 1]
+// int64 with row_ptr[0] = 0 and row_ptr[nrows] = E (edges sorted by receiver). Returns agg
+// [nrows, dim(mid)]. Float tensors in the op's dtype and on its device.
+at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, const at::Tensor& xindex,
+                             const at::Tensor& Y, const at::Tensor& R, const at::Tensor& row_ptr, int64_t nrows);
+
+struct ConvTPEdgeGrads {
+  at::Tensor dR;  // [E, weight_numel]
+  at::Tensor dY;  // [E, dim(sh)]
+};
+// Gradients for dagg [nrows, dim(mid)]. When dx is defined ([X, dim(in1)], contiguous) the x-table
+// gradient is added to it; x_csr must then be xindex_csr(xindex, X).
+ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor& dagg, const at::Tensor& x_table,
+                                           const at::Tensor& xindex, const at::Tensor& Y, const at::Tensor& R,
+                                           const at::Tensor& row_ptr, at::Tensor dx = {},
+                                           const XIndexCsr& x_csr = {});
+
+}  // namespace flashmace
