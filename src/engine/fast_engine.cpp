@@ -67,6 +67,7 @@ FastEngine::FastEngine(MaceParams params, EngineSettings settings) : p_(std::mov
   const InteractionParams& L0 = p_.layers[0];
   h0_table_ = p_.node_embedding / std::sqrt(static_cast<double>(Z));
   hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.in);
+  for (const InteractionParams& L : p_.layers) tp_.emplace_back(ConvTPDescriptor::build(L.in, p_.sh, L.tp), p_.options);
 
   // Working-set estimates per edge and per atom, from the shapes (element size x live tensors).
   const double s = static_cast<double>(at::elementSize(p_.options.dtype().toScalarType()));
@@ -74,8 +75,11 @@ FastEngine::FastEngine(MaceParams params, EngineSettings settings) : p_(std::mov
   for (const InteractionParams& L : p_.layers) {
     double radial = 0;
     for (const auto& w : L.radial_layers) radial += static_cast<double>(w.size(1));
+    // Per edge: geometry, radial MLP activations and their gradients, the radial weights and theirs;
+    // per receiver row (about 1/8 edge in sparse graphs, far less in dense ones) the message sum.
     const double mid = L.tp.mid.dim(), W = L.tp.weight_numel, in = L.in.dim();
-    costs_.bytes_per_edge = std::max(costs_.bytes_per_edge, s * (6 * mid + 4 * W + 3 * in + 4 * radial + 64));
+    const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
+    costs_.bytes_per_edge = std::max(costs_.bytes_per_edge, s * (3 * W + 4 * radial + 4 * sh + 3 * nb + mid / 8 + 32));
     double sc = 0;
     const double C = c.channels();
     for (const auto& cw : L.contractions) {
@@ -141,6 +145,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     in.x_index = t == 0 ? slice(species_sender, ch) : slice(sender, ch);
     in.rows = slice(receiver, ch) - ch.row0;
     in.nrows = ch.nrows;
+    in.row_ptr = row_pointer(in.rows, ch.nrows);
     in.x_gradient = t > 0;
     return in;
   };
@@ -190,7 +195,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     if (L.density) S.dens = at::zeros({nlocal}, p_.options);
     for (const EdgeChunk& ch : chunks) {
       MessageChunkState state;
-      const MessageChunkOutput out = message_chunk_forward(p_, L, message_input(ch, t, S.hu), &state);
+      const MessageChunkOutput out = message_chunk_forward(p_, L, tp_[t], message_input(ch, t, S.hu), &state);
       // Split projection (DESIGN.md idea 3): the linear commutes with the sum over edges, so each
       // chunk's partial sums are projected right away and the [nlocal, dim(mid)] sum never exists.
       S.mlin.narrow(0, ch.row0, ch.nrows).add_(e3nn_linear(out.aggregate, L.linear, L.tp.mid, L.target));
@@ -248,11 +253,11 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
       if (keep)
         state = std::move(S.edges[k]);
       else
-        message_chunk_forward(p_, L, in, &state);
+        message_chunk_forward(p_, L, tp_[t], in, &state);
       // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
       const at::Tensor dagg = e3nn_linear_transpose(dmlin.narrow(0, ch.row0, ch.nrows), L.linear, L.tp.mid, L.target);
       const at::Tensor dd = L.density ? ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
-      grad_v.narrow(0, ch.begin, ch.count).add_(message_chunk_backward(p_, L, in, state, dagg, dd, &dhu));
+      grad_v.narrow(0, ch.begin, ch.count).add_(message_chunk_backward(p_, L, tp_[t], in, state, dagg, dd, &dhu));
     }
     S.edges.clear();
     lap(timer_, "edges_backward");

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "engine/conv_tp_op.h"
 #include "engine/evaluator.h"
 #include "engine/memory_plan.h"
 #include "model/mace_forward.h"
@@ -55,6 +56,7 @@ class FastEngine {
   int64_t planned_atoms_ = -1, planned_edges_ = -1;
   at::Tensor h0_table_;    // [Z, dim(in_0)]: first-layer node features depend only on the species
   at::Tensor hu0_table_;   // [Z, dim(in_0)]: their linear_up
+  std::vector<ConvTPOp> tp_;  // per layer: the fused tensor-product kernels' tables
   StageTimer* timer_ = nullptr;
 
   void update_plan(int64_t atoms, int64_t edges);

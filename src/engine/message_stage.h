@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "engine/conv_tp_op.h"
 #include "engine/edge_terms.h"
 #include "model/mace_params.h"
 
@@ -20,6 +21,7 @@ struct MessageChunkInput {
   at::Tensor x_index;     // [Ec] rows of x_table
   at::Tensor rows;        // [Ec] receiver row minus row0 (non-decreasing)
   int64_t nrows = 0;
+  at::Tensor row_ptr;     // [nrows + 1] CSR of `rows` (edges of row r: row_ptr[r] .. row_ptr[r+1]-1)
   bool x_gradient = false;  // whether backward() must produce d(x_table)
 };
 
@@ -27,11 +29,8 @@ struct MessageChunkInput {
 struct MessageChunkState {
   EdgeGeometry geometry;
   std::vector<at::Tensor> mlp_pre;
-  at::Tensor radial;  // [Ec, weight_numel]
-  at::Tensor density; // [Ec, 1] density blocks
-  // Tensor-product leaves and output with their autograd graph (the one autograd island left:
-  // the ATen tensor product, until the fused kernel replaces it).
-  at::Tensor tp_x, tp_sh, tp_radial, tp_msg;
+  at::Tensor radial;   // [Ec, weight_numel]
+  at::Tensor density;  // [Ec, 1] density blocks
 };
 
 struct MessageChunkOutput {
@@ -39,14 +38,19 @@ struct MessageChunkOutput {
   at::Tensor density;    // [nrows] sum of the density term per receiver (density blocks)
 };
 
-MessageChunkOutput message_chunk_forward(const MaceParams& model, const InteractionParams& layer,
+// tp: the layer's fused tensor-product kernels (conv_tp_op.h).
+MessageChunkOutput message_chunk_forward(const MaceParams& model, const InteractionParams& layer, const ConvTPOp& tp,
                                          const MessageChunkInput& in, MessageChunkState* state);
 
 // From d(aggregate) [nrows, dim(mid)] and d(density) [nrows] (density blocks): returns dE/dv [Ec, 3]
 // and, if in.x_gradient, adds d(x_table) into *x_table_grad. Consumes the state.
-at::Tensor message_chunk_backward(const MaceParams& model, const InteractionParams& layer, const MessageChunkInput& in,
+at::Tensor message_chunk_backward(const MaceParams& model, const InteractionParams& layer, const ConvTPOp& tp,
+                                  const MessageChunkInput& in,
                                   MessageChunkState& state, const at::Tensor& grad_aggregate,
                                   const at::Tensor& grad_density, at::Tensor* x_table_grad);
+
+// The CSR row pointer [nrows + 1] of non-decreasing rows.
+at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows);
 
 // Receiver-sorted segment sum: rows 0..nrows-1 of the sum of values over edges with those rows.
 // Deterministic (one reduction per row, in edge order).
