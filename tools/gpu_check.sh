@@ -5,7 +5,8 @@
 #   ASSETS/*.deb              nlohmann-json3-dev, libgtest-dev, googletest (Debian 12; `apt-get download` them)
 #   ASSETS/reference/         the shared reference files (../shared/reference)
 #   ASSETS/mp0-medium-f32.safetensors   tools/make_random_model.py mp0-medium ... --dtype float32
-# Usage: tools/gpu_check.sh ASSETS OUT [--tests-only|--bench-only]
+# Usage: tools/gpu_check.sh ASSETS OUT [--tests-only|--bench-only|--large]
+# (--large: only the largest systems, 256,000 and 1,000,188 atoms float32, one step each.)
 # OUT receives build.log, ctest.log and bench-*.json / bench.log.
 set -euo pipefail
 assets=$(cd "$1" && pwd)
@@ -27,8 +28,8 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHMACE_PYT
 cmake --build "$build" -j "$(nproc)" >> "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "gpu_check: built"
 
-if [ "$mode" != "--bench-only" ]; then
-  (cd "$build" && ctest -R export_reference_models > /dev/null && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/ctest.log" | tail -15
+if [ "$mode" = "all" ] || [ "$mode" = "--tests-only" ]; then
+  (cd "$build" && ctest -R export_reference_models > /dev/null && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/ctest.log" | grep -E "tests passed|Failed|\*\*\*|Skipped" | tail -30
 fi
 [ "$mode" = "--tests-only" ] && exit 0
 
@@ -38,6 +39,12 @@ bench() {  # bench NAME ARGS...: one flashmace-bench run, table to bench.log, JS
   "$build/bin/flashmace-bench" --model "$assets/mp0-medium-f32.safetensors" --device cuda --a 3.61 \
     --json "$out/bench-$name.json" "$@" 2>&1 | tee -a "$out/bench.log" || echo "($name failed)" | tee -a "$out/bench.log"
 }
+if [ "$mode" = "--large" ]; then
+  for cells in 40 63; do
+    bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 0 --steps 1 --no-breakdown
+  done
+  exit 0
+fi
 for cells in 6 10 16; do
   bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 5
 done
