@@ -131,6 +131,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   const at::Tensor species_sender = g.species.index_select(0, sender);
   const at::Tensor species_local = g.species.narrow(0, 0, nlocal);
   const std::vector<EdgeChunk> chunks = edge_chunks(receiver, plan_.edge_chunk);
+  const std::vector<int64_t> present = nlocal > 0 ? elements_present(species_local) : std::vector<int64_t>{};
   const int64_t achunk = plan_.atom_chunk;
   lap(timer_, "graph");
 
@@ -153,6 +154,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
                         int64_t na) {
     NodeChunkInput in;
     in.species = species_local.narrow(0, a0, na);
+    in.groups = group_species(in.species, present);
     in.mlin = mlin.narrow(0, a0, na);
     if (p_.layers[t].density) in.density = dens.narrow(0, a0, na);
     in.h_in = t == 0 ? h0_table_.index_select(0, in.species) : h.narrow(0, a0, na);

@@ -31,7 +31,7 @@ NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeChunkIn
   const MaceConfig& c = m.config;
   const int Z = c.num_elements();
   const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin / L.avg_num_neighbors;
-  s->m = L.residual ? m0 : element_linear(m0, in.species, L.skip_tp, L.target, Z, L.target);
+  s->m = L.residual ? m0 : species_linear(m0, in.groups, L.skip_tp, L.target, Z, L.target);
   {
     const c10::AutoGradMode grad(true);
     s->sc_a = to_channels(s->m, L.target).detach().requires_grad_(true);
@@ -41,7 +41,7 @@ NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeChunkIn
   }
   NodeChunkOutput out;
   s->h = e3nn_linear(s->sc_b.detach(), L.product_linear, L.out, L.out);
-  if (L.residual) s->h = s->h + element_linear(in.h_in, in.species, L.skip_tp, L.in, Z, L.out);
+  if (L.residual) s->h = s->h + species_linear(in.h_in, in.groups, L.skip_tp, L.in, Z, L.out);
   out.h = s->h;
   // Readout (mace_spec.md 8): only the 0e block of h reaches it.
   const Irreps scalars = Irreps::scalars(c.channels()), one = Irreps::scalars(1);
@@ -80,7 +80,7 @@ NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeChu
   gh.narrow(1, 0, c.channels()).add_(gh0);
 
   NodeChunkGradients out;
-  if (L.residual) out.h_in = element_linear_transpose(gh, in.species, L.skip_tp, L.in, Z, L.out);
+  if (L.residual) out.h_in = species_linear_transpose(gh, in.groups, L.skip_tp, L.in, Z, L.out);
   const at::Tensor gb = e3nn_linear_transpose(gh, L.product_linear, L.out, L.out);
   at::Tensor ga;
   {
@@ -89,7 +89,7 @@ NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeChu
   }
   if (!ga.defined()) ga = at::zeros_like(s.sc_a);
   at::Tensor gm = from_channels(ga, L.target);
-  if (!L.residual) gm = element_linear_transpose(gm, in.species, L.skip_tp, L.target, Z, L.target);
+  if (!L.residual) gm = species_linear_transpose(gm, in.groups, L.skip_tp, L.target, Z, L.target);
   if (L.density) {
     const at::Tensor d1 = in.density.unsqueeze(1) + 1.0;
     out.mlin = gm / d1;

@@ -4,6 +4,7 @@
 // contraction, product linear, residual, readout. Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
+#include "engine/species_linear.h"
 #include "model/mace_params.h"
 
 namespace flashmace {
@@ -13,6 +14,7 @@ struct NodeChunkInput {
   at::Tensor density;  // [n] density sums (density blocks)
   at::Tensor h_in;     // [n, dim(in)] the layer's input features (residual blocks)
   at::Tensor species;  // [n]
+  SpeciesGroups groups;  // the rows of each element present, for the skip connection's GEMMs
 };
 
 struct NodeChunkState {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "core/lattice.h"
 #include "core/local_graph.h"
 #include "core/model_file.h"
 #include "engine/host_evaluation.h"
@@ -177,6 +178,25 @@ TEST(FastEngine, BadOptionsAreExplained) {
   o.edge_chunk = 0;
   o.device = "tpu";
   EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Unknown device 'tpu'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashmace
+
+namespace flashmace {
+namespace {
+
+TEST(FastEngine, SingleElementSystemEqualsReference) {
+  // One element present: the skip connection takes its plain-GEMM branch (no per-element rows).
+  for (const std::string model : {"small_l1", "large_l2"}) {
+    const auto reference = evaluator(model, "reference");
+    const Structure s = make_cubic_lattice("fcc", 3.61, 2, {reference->config().atomic_numbers.front()}, 0.1, 7);
+    const Prediction want = evaluate_structure(*reference, s);
+    const Prediction got = evaluate_structure(*evaluator(model, "fast", 50, 7), s);
+    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << model;
+    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << model;
+    EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << model;
+  }
 }
 
 }  // namespace
