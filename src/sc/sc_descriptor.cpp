@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/model_file.h"
+#include "sc/sc_path_reduction.h"
 
 namespace flashmace {
 
@@ -36,7 +37,7 @@ std::size_t ScDescriptor::num_terms() const {
   return n;
 }
 
-ScDescriptor build_sc_descriptor(const ModelFile& file, int layer) {
+ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescriptorOptions& options) {
   const MaceConfig& config = file.config();
   if (layer < 0 || layer >= config.num_interactions)
     throw Error("Model file " + file.path() + ": no product layer " + std::to_string(layer) + " (the model has " +
@@ -77,18 +78,15 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer) {
                     ", expected [" + (lead ? std::to_string(block.dim()) + ", " : "") + "K]*" + std::to_string(nu) +
                     " + [paths] with K = " + std::to_string(K));
       const int P = static_cast<int>(u.shape.back());
-      block.path_offset.push_back(block.total_paths);
-      block.num_paths.push_back(P);
-
       const std::string wkey = nu == nu_max ? sc + "weights_max" : sc + "weights." + std::to_string(nu_max - 1 - nu);
       const TensorView& w = file.tensor(wkey);
       if (w.shape != std::vector<int64_t>{Z, P, C})
         throw Error("Model file " + file.path() + ": tensor '" + wkey + "' has shape " + shape_str(w.shape) +
                     ", expected " + shape_str({Z, P, C}));
-      weights_nu.push_back(file.file().to_doubles(wkey));
 
       // Walk U in row-major order; the digits of the flat index are (m, k_1..k_nu, p).
       const std::vector<double> values = file.file().to_doubles(ukey);
+      std::vector<sc_detail::PathRow> rows(P);
       std::vector<int32_t> k(nu);
       for (std::size_t flat = 0; flat < values.size(); ++flat) {
         if (values[flat] == 0.0) continue;
@@ -102,9 +100,22 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer) {
         const int m = static_cast<int>(rest);
         std::vector<int32_t> sorted = k;
         std::sort(sorted.begin(), sorted.end());
-        raw[o][{m, sorted, block.total_paths + p}] += values[flat];
+        rows[p][{m, sorted}] += values[flat];
       }
-      block.total_paths += P;
+      // Permutations can cancel exactly; those terms go.
+      for (auto& row : rows)
+        for (auto it = row.begin(); it != row.end();) it = it->second == 0.0 ? row.erase(it) : std::next(it);
+
+      sc_detail::ReducedPaths paths{rows, file.file().to_doubles(wkey)};
+      if (options.reduce_paths) paths = sc_detail::reduce_paths(rows, paths.weights, Z, C);
+      const int kept = static_cast<int>(paths.rows.size());
+      block.source_paths.push_back(P);
+      block.path_offset.push_back(block.total_paths);
+      block.num_paths.push_back(kept);
+      for (int p = 0; p < kept; ++p)
+        for (const auto& [key, coeff] : paths.rows[p]) raw[o][{key.first, key.second, block.total_paths + p}] = coeff;
+      weights_nu.push_back(std::move(paths.weights));
+      block.total_paths += kept;
     }
 
     block.weights.assign(static_cast<std::size_t>(Z) * block.total_paths * C, 0.0);
@@ -116,15 +127,8 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer) {
                       &block.weights[(static_cast<std::size_t>(z) * block.total_paths + block.path_offset[nu - 1] + p) * C]);
     }
 
-    // Permutations can cancel exactly; those terms go too.
-    for (auto it = raw[o].begin(); it != raw[o].end();) {
-      if (it->second == 0.0) {
-        it = raw[o].erase(it);
-        continue;
-      }
-      for (std::vector<int32_t> t = std::get<1>(it->first); !t.empty(); t.pop_back()) monomial_index.emplace(t, 0);
-      ++it;
-    }
+    for (const auto& [key, coeff] : raw[o])
+      for (std::vector<int32_t> t = std::get<1>(key); !t.empty(); t.pop_back()) monomial_index.emplace(t, 0);
     d.blocks.push_back(std::move(block));
   }
 
@@ -158,8 +162,8 @@ std::string describe(const ScDescriptor& d) {
     << " correlation=" << d.correlation << ", " << d.monomials.size() << " monomials, " << d.num_terms()
     << " terms\n";
   for (const auto& b : d.blocks) {
-    s << "  l=" << b.l << ": paths";
-    for (int p : b.num_paths) s << ' ' << p;
+    s << "  l=" << b.l << ": paths kept/stored per order";
+    for (std::size_t nu = 0; nu < b.num_paths.size(); ++nu) s << ' ' << b.num_paths[nu] << '/' << b.source_paths[nu];
     s << "; terms per order";
     for (int n : b.nonzeros_per_nu) s << ' ' << n;
     s << '\n';

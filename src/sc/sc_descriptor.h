@@ -9,7 +9,9 @@
 // entries of all permutations of an index tuple multiply the same monomial and are merged into one
 // coefficient (their sum). Exact zeros are dropped. P runs over the paths of all orders of a block:
 // P = path_offset[nu - 1] + p with p the path of U_nu (weights_max for nu_max, weights.j for
-// nu = nu_max - 1 - j), so the weights of one block are one [Z, P_total, C] table.
+// nu = nu_max - 1 - j), so the weights of one block are one [Z, P_total, C] table. By default
+// linearly dependent paths are removed and their weights folded into the remaining ones
+// (ScDescriptorOptions::reduce_paths); then P counts the kept paths and W holds mixed weights.
 //
 // Monomials are shared by all blocks of the layer and closed under prefixes: monomial j is
 // parent(j) * a[last(j)], where parent(j) (-1 for degree 1) is the monomial of the first nu - 1
@@ -33,7 +35,8 @@ struct ScTerm {
 struct ScBlock {
   int l = 0;                         // output irrep l; the block has 2l+1 components
   int out_offset = 0;                // first column of the block in B's row (C * (2l'+1) per earlier block)
-  std::vector<int> num_paths;        // P_nu, nu = 1..nu_max
+  std::vector<int> num_paths;        // paths of order nu = 1..nu_max (after reduction)
+  std::vector<int> source_paths;     // P_nu as stored in U_nu
   std::vector<int> path_offset;      // first P of order nu
   int total_paths = 0;               // sum of P_nu
   std::vector<double> weights;       // [Z, total_paths, C]
@@ -61,9 +64,15 @@ struct ScDescriptor {
   std::size_t num_terms() const;
 };
 
+struct ScDescriptorOptions {
+  // Keep only a basis of linearly independent paths per order, with the weights mixed to match
+  // (sc_path_reduction.h). Exact up to round-off; for MP-0 medium it removes ~4/5 of the terms.
+  bool reduce_paths = true;
+};
+
 // Builds the descriptor of product layer t (0-based) of a loaded model. Throws flashmace::Error
 // naming the tensor when a U tensor or weight table does not have the shape the model implies.
-ScDescriptor build_sc_descriptor(const ModelFile& file, int layer);
+ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescriptorOptions& options = {});
 
 // One line per block: monomials, nonzero terms per order, dense U entries; for logs and benchmarks.
 std::string describe(const ScDescriptor& d);

@@ -73,19 +73,21 @@ TEST_P(ScCpu, DescriptorIsASortedPrefixClosedPolynomial) {
 
 TEST_P(ScCpu, ForwardEqualsReferenceFloat64) {
   const ModelFile file = ModelFile::load(GetParam().path);
+  for (const bool reduce : {true, false})
   for (int t = 0; t < file.config().num_interactions; ++t) {
-    const ScDescriptor d = build_sc_descriptor(file, t);
+    const ScDescriptor d = build_sc_descriptor(file, t, {reduce});
     const testing::ScInputs in = testing::random_sc_inputs(file, t, kAtoms, 100 + t);
     const at::Tensor want = testing::reference_sc(file, t, in.A, in.species);
     EXPECT_TRUE(testing::all_close(executor_forward<double>(d, in.A, in.species), want, testing::kRelTolF64))
-        << "layer " << t << "\n" << describe(d);
+        << "layer " << t << (reduce ? ", paths reduced\n" : "\n") << describe(d);
   }
 }
 
 TEST_P(ScCpu, BackwardEqualsReferenceAutogradFloat64) {
   const ModelFile file = ModelFile::load(GetParam().path);
+  for (const bool reduce : {true, false})
   for (int t = 0; t < file.config().num_interactions; ++t) {
-    const ScDescriptor d = build_sc_descriptor(file, t);
+    const ScDescriptor d = build_sc_descriptor(file, t, {reduce});
     const testing::ScInputs in = testing::random_sc_inputs(file, t, kAtoms, 200 + t);
     const at::Tensor A = in.A.clone().requires_grad_(true);
     const at::Tensor B = testing::reference_sc(file, t, A, in.species);
@@ -93,7 +95,7 @@ TEST_P(ScCpu, BackwardEqualsReferenceAutogradFloat64) {
     B.backward(dB);
     const at::Tensor want = A.grad();
     EXPECT_TRUE(testing::all_close(executor_backward<double>(d, in.A, in.species, dB), want, testing::kRelTolF64))
-        << "layer " << t;
+        << "layer " << t << (reduce ? ", paths reduced" : "");
   }
 }
 
@@ -122,6 +124,20 @@ INSTANTIATE_TEST_SUITE_P(Models, ScCpu, ::testing::ValuesIn(testing::sc_test_mod
                              if (ch == '-') ch = '_';
                            return s;
                          });
+
+// MACE's U stacks every coupling tree, many linearly dependent; the rank per order of MP-0
+// medium's layer 0 (0e: 1, 4, 8 of 1, 4, 23 paths; 1o: 1, 3, 12 of 1, 6, 51) was checked
+// independently by Gaussian elimination on the merged coefficients.
+TEST(ScDescriptor, PathReductionKeepsOneBasisPathPerRank) {
+  const ModelFile file = ModelFile::load(testing::sc_model("mp0-medium"));
+  const ScDescriptor full = build_sc_descriptor(file, 0, {false}), reduced = build_sc_descriptor(file, 0);
+  ASSERT_EQ(reduced.blocks.size(), 2u);
+  EXPECT_EQ(reduced.blocks[0].num_paths, (std::vector<int>{1, 4, 8}));
+  EXPECT_EQ(reduced.blocks[0].source_paths, (std::vector<int>{1, 4, 23}));
+  EXPECT_EQ(reduced.blocks[1].num_paths, (std::vector<int>{1, 3, 12}));
+  EXPECT_EQ(full.blocks[1].num_paths, (std::vector<int>{1, 6, 51}));
+  EXPECT_LT(reduced.num_terms() * 3, full.num_terms());
+}
 
 TEST(ScCpuErrors, SpeciesOutOfRangeNamesTheAtom) {
   const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
