@@ -107,7 +107,9 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescr
         for (auto it = row.begin(); it != row.end();) it = it->second == 0.0 ? row.erase(it) : std::next(it);
 
       sc_detail::ReducedPaths paths{rows, file.file().to_doubles(wkey)};
-      if (options.reduce_paths) paths = sc_detail::reduce_paths(rows, paths.weights, Z, C);
+      if (options.reduce_paths)
+        paths = sc_detail::reduce_paths(rows, paths.weights, Z, C,
+                                        config.dtype == "float32" ? sc_detail::kReduceFloat32 : sc_detail::kReduceFloat64);
       const int kept = static_cast<int>(paths.rows.size());
       block.source_paths.push_back(P);
       block.path_offset.push_back(block.total_paths);

@@ -66,7 +66,9 @@ struct ScDescriptor {
 
 struct ScDescriptorOptions {
   // Keep only a basis of linearly independent paths per order, with the weights mixed to match
-  // (sc_path_reduction.h). Exact up to round-off; for MP-0 medium it removes ~4/5 of the terms.
+  // (sc_path_reduction.h). For MP-0 medium it removes ~4/5 of the terms. Exact to the precision
+  // of the stored U: round-off for float64 files; for float32 files the result moves by ~1e-7
+  // relative, as much as rounding U to float32 moved it.
   bool reduce_paths = true;
 };
 

@@ -39,7 +39,8 @@ Dense solve(std::vector<Dense> G, Dense b) {
 
 }  // namespace
 
-ReducedPaths reduce_paths(const std::vector<PathRow>& rows, const std::vector<double>& weights, int Z, int C) {
+ReducedPaths reduce_paths(const std::vector<PathRow>& rows, const std::vector<double>& weights, int Z, int C,
+                          const ReductionTolerance& tol) {
   const int P = static_cast<int>(rows.size());
   std::map<PathRow::key_type, int> column;
   for (const PathRow& r : rows)
@@ -70,7 +71,7 @@ ReducedPaths reduce_paths(const std::vector<PathRow>& rows, const std::vector<do
         for (int j = 0; j < ncol; ++j) v[j] -= f * e[j];
       }
     const double rest = std::sqrt(dot(v, v));
-    if (rest > 1e-10 * max_norm) {
+    if (rest > tol.independent * max_norm) {
       for (double& x : v) x /= rest;
       q.push_back(std::move(v));
       basis.push_back(p);
@@ -99,7 +100,7 @@ ReducedPaths reduce_paths(const std::vector<PathRow>& rows, const std::vector<do
       for (std::size_t i = 0; i < r; ++i) s += X[p][i] * dense[basis[i]][j];
       err = std::max(err, std::fabs(s - dense[p][j]));
     }
-    if (err > 1e-13 * max_coeff) return {rows, weights};
+    if (err > tol.reproduced * max_coeff) return {rows, weights};
   }
 
   ReducedPaths out;

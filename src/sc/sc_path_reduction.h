@@ -20,10 +20,19 @@ struct ReducedPaths {
   std::vector<double> weights;  // [Z, rows.size(), C]: mixed weights
 };
 
+// How exactly the stored U is known: float64 files hold U to ~1e-16, float32 files to ~6e-8, so
+// dependencies among paths hold only to that precision.
+struct ReductionTolerance {
+  double independent;  // Gram-Schmidt residual, relative to the order's largest path norm
+  double reproduced;   // error of a dependent path's combination, relative to the largest coefficient
+};
+constexpr ReductionTolerance kReduceFloat64{1e-10, 1e-13};
+constexpr ReductionTolerance kReduceFloat32{1e-5, 1e-6};
+
 // weights: [Z, rows.size(), C]. Basis: sparsest paths first (fewest terms), a path joins when its
-// Gram-Schmidt residual exceeds 1e-10 of the largest path norm of the order. Every other path must
-// be reproduced by its combination to 1e-13 of the order's largest coefficient; if one is not, the
-// input is returned unreduced.
-ReducedPaths reduce_paths(const std::vector<PathRow>& rows, const std::vector<double>& weights, int Z, int C);
+// Gram-Schmidt residual exceeds tol.independent. Every other path must be reproduced by its
+// combination to tol.reproduced; if one is not, the input is returned unreduced.
+ReducedPaths reduce_paths(const std::vector<PathRow>& rows, const std::vector<double>& weights, int Z, int C,
+                          const ReductionTolerance& tol);
 
 }  // namespace flashmace::sc_detail

@@ -139,6 +139,24 @@ TEST(ScDescriptor, PathReductionKeepsOneBasisPathPerRank) {
   EXPECT_LT(reduced.num_terms() * 3, full.num_terms());
 }
 
+// float32 model files: U is known to ~6e-8, so the reduced descriptor agrees with the reference to
+// float32 precision, the unreduced one to float64 round-off.
+TEST(ScDescriptor, Float32FilesReduceToFloat32Precision) {
+  for (const char* name : {"small_l1_f32", "large_l2_f32"}) {
+    const ModelFile file = ModelFile::load(testing::exported_model(name));
+    for (int t = 0; t < file.config().num_interactions; ++t) {
+      const testing::ScInputs in = testing::random_sc_inputs(file, t, kAtoms, 400 + t);
+      const at::Tensor want = testing::reference_sc(file, t, in.A, in.species);
+      const ScDescriptor reduced = build_sc_descriptor(file, t), full = build_sc_descriptor(file, t, {false});
+      EXPECT_LT(reduced.num_terms(), full.num_terms()) << name;
+      EXPECT_TRUE(testing::all_close(executor_forward<double>(reduced, in.A, in.species), want, testing::kRelTolF32))
+          << name << " layer " << t;
+      EXPECT_TRUE(testing::all_close(executor_forward<double>(full, in.A, in.species), want, testing::kRelTolF64))
+          << name << " layer " << t;
+    }
+  }
+}
+
 TEST(ScCpuErrors, SpeciesOutOfRangeNamesTheAtom) {
   const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
   const ScDescriptor d = build_sc_descriptor(file, 0);
