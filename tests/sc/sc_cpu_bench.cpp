@@ -73,10 +73,11 @@ int main(int argc, char** argv) {
                 [&] { double s = 0; for (const auto& b : d.blocks) s += b.weights.size(); return s * 4e-6; }());
 
     const flashmace::testing::ScInputs in = flashmace::testing::random_sc_inputs(file, t, atoms, 1);
-    const double ref_fwd = seconds_per_call(repeats, [&] { flashmace::testing::reference_sc(file, t, in.A, in.species); });
+    const flashmace::testing::ReferenceSc reference(file, t, in.A.options());
+    const double ref_fwd = seconds_per_call(repeats, [&] { reference(in.A, in.species); });
     const at::Tensor A = in.A.clone().requires_grad_(true);
     const double ref_fwd_bwd = seconds_per_call(repeats, [&] {
-      const at::Tensor B = flashmace::testing::reference_sc(file, t, A, in.species);
+      const at::Tensor B = reference(A, in.species);
       B.backward(at::ones_like(B));
     });
     std::printf("  reference float64: forward %.2f ms, forward+backward %.2f ms\n", ref_fwd * 1e3, ref_fwd_bwd * 1e3);

@@ -1,7 +1,6 @@
 #include "sc_test_support.h"
 
 #include "model/mace_params.h"
-#include "model/symmetric_contraction.h"
 #include "test_support.h"
 
 namespace flashmace::testing {
@@ -29,12 +28,10 @@ ScInputs random_sc_inputs(const ModelFile& file, int layer, int64_t n, uint64_t 
           at::randint(c.num_elements(), {n}, gen, at::TensorOptions().dtype(at::kLong))};
 }
 
-at::Tensor reference_sc(const ModelFile& file, int layer, const at::Tensor& A, const at::Tensor& species) {
+ReferenceSc::ReferenceSc(const ModelFile& file, int layer, const at::TensorOptions& options) {
   const MaceConfig& c = file.config();
   const Irreps out = c.layer_output(layer);
   const int nu_max = c.correlation[layer];
-  const auto options = A.options();
-  std::vector<at::Tensor> parts;
   for (std::size_t o = 0; o < out.size(); ++o) {
     const std::string sc =
         "products." + std::to_string(layer) + ".symmetric_contractions.contractions." + std::to_string(o) + ".";
@@ -45,9 +42,18 @@ at::Tensor reference_sc(const ModelFile& file, int layer, const at::Tensor& A, c
       const std::string wkey = nu == nu_max ? sc + "weights_max" : sc + "weights." + std::to_string(nu_max - 1 - nu);
       cw.weights.push_back(tensor_from_file(file, wkey, options));
     }
-    parts.push_back(symmetric_contraction(A, species.to(A.device()), cw));
+    blocks_.push_back(std::move(cw));
   }
+}
+
+at::Tensor ReferenceSc::operator()(const at::Tensor& A, const at::Tensor& species) const {
+  std::vector<at::Tensor> parts;
+  for (const ContractionWeights& cw : blocks_) parts.push_back(symmetric_contraction(A, species.to(A.device()), cw));
   return at::cat(parts, 1);
+}
+
+at::Tensor reference_sc(const ModelFile& file, int layer, const at::Tensor& A, const at::Tensor& species) {
+  return ReferenceSc(file, layer, A.options())(A, species);
 }
 
 ::testing::AssertionResult all_close(const at::Tensor& got_in, const at::Tensor& want_in, double rel_tol) {

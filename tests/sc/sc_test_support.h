@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/model_file.h"
+#include "model/symmetric_contraction.h"
 
 namespace flashmace::testing {
 
@@ -35,7 +36,16 @@ struct ScInputs {
 ScInputs random_sc_inputs(const ModelFile& file, int layer, int64_t n, uint64_t seed);
 
 // The reference path's SC of one layer (src/model/symmetric_contraction.cpp, concatenated over the
-// output blocks), in the dtype and on the device of A.
+// output blocks) with its tensors loaded once, in the given dtype and on the given device.
+class ReferenceSc {
+ public:
+  ReferenceSc(const ModelFile& file, int layer, const at::TensorOptions& options);
+  at::Tensor operator()(const at::Tensor& A, const at::Tensor& species) const;
+
+ private:
+  std::vector<ContractionWeights> blocks_;
+};
+// The same, loaded for one call, in the dtype and on the device of A.
 at::Tensor reference_sc(const ModelFile& file, int layer, const at::Tensor& A, const at::Tensor& species);
 
 // Passes when both are finite and max|got - want| <= rel_tol * max|want|.
