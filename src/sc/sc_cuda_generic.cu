@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kThreads)
                        const BlockInfo* __restrict__ blocks, int num_blocks, const unsigned* __restrict__ term_k,
                        const int* __restrict__ term_pm, const T* __restrict__ term_coeff, int K, int C, int Z, int PW,
                        int out_dim, T* __restrict__ B, long long n) {
-  extern __shared__ unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem[];
   T* a = reinterpret_cast<T*>(smem) + threadIdx.x;
   const long long tid = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
   if (tid >= n * C) return;  // whole threads only: no __syncthreads below, each uses its own column
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
                         const BlockInfo* __restrict__ blocks, int num_blocks, const unsigned* __restrict__ term_k,
                         const int* __restrict__ term_pm, const T* __restrict__ term_coeff, int K, int C, int Z, int PW,
                         int out_dim, const T* __restrict__ dB, T* __restrict__ dA, long long n) {
-  extern __shared__ unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem[];
   T* a = reinterpret_cast<T*>(smem) + threadIdx.x;
   T* da = a + K * kThreads;
   const long long tid = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;

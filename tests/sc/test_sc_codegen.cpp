@@ -59,10 +59,6 @@ class ScCacheDir : public ::testing::Test {
     unsetenv("FLASHMACE_SC_CACHE");
     unsetenv("FLASHMACE_NVRTC_LIBRARY");
   }
-  static void require_nvrtc() {
-    std::string why;
-    if (!nvrtc_available(&why)) GTEST_SKIP() << why;
-  }
   std::string dir_;
 };
 
@@ -110,7 +106,7 @@ TEST(ScCodegen, PackedWeightsPutBlocksSideBySide) {
 class ScNvrtc : public ScCacheDir, public ::testing::WithParamInterface<ScModel> {};
 
 TEST_P(ScNvrtc, CompilesEveryLayerForSm90) {
-  require_nvrtc();
+  if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   const ModelFile file = ModelFile::load(GetParam().path);
   for (int t = 0; t < file.config().num_interactions; ++t) {
     const ScCubin c = compile_cubin(generate_sc_cuda_source(build_sc_descriptor(file, t)), kArch);
@@ -128,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(Models, ScNvrtc, ::testing::ValuesIn(testing::sc_test_m
 });
 
 TEST_F(ScCacheDir, SecondCompileIsACacheHitWithTheSameImage) {
-  require_nvrtc();
+  if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   const std::string src = small_source();
   const ScCubin first = compile_cubin(src, kArch);
   ASSERT_TRUE(first) << first.error;
@@ -146,7 +142,7 @@ TEST_F(ScCacheDir, SecondCompileIsACacheHitWithTheSameImage) {
 }
 
 TEST_F(ScCacheDir, DamagedOrStaleEntriesAreRecompiledNeverUsed) {
-  require_nvrtc();
+  if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   const std::string src = small_source();
   const ScCubin good = compile_cubin(src, kArch);
   ASSERT_TRUE(good) << good.error;
@@ -179,7 +175,7 @@ TEST_F(ScCacheDir, DamagedOrStaleEntriesAreRecompiledNeverUsed) {
 }
 
 TEST_F(ScCacheDir, UnwritableCacheStillCompiles) {
-  require_nvrtc();
+  if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   write_bytes(dir_ + ".file", "not a directory");
   setenv("FLASHMACE_SC_CACHE", (dir_ + ".file/sub").c_str(), 1);
   const ScCubin c = compile_cubin(small_source(), kArch);
@@ -206,7 +202,7 @@ TEST_F(ScCacheDir, MissingNvrtcIsReportedOnceNotThrown) {
 }
 
 TEST_F(ScCacheDir, CompileErrorIsReportedOnceAndNotCached) {
-  require_nvrtc();
+  if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   const std::string broken = small_source() + "\nthis is not C++;\n";
   ::testing::internal::CaptureStderr();
   const ScCubin a = compile_cubin(broken, kArch);
@@ -221,7 +217,7 @@ TEST_F(ScCacheDir, CompileErrorIsReportedOnceAndNotCached) {
 }
 
 TEST_F(ScCacheDir, UnknownArchitectureFailsCleanly) {
-  require_nvrtc();
+  if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   const ScCubin c = compile_cubin(small_source(), "sm_1");
   EXPECT_FALSE(c);
   EXPECT_FALSE(c.error.empty());
