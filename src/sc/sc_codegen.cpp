@@ -1,16 +1,17 @@
-// Generates the specialised SC kernels (sc_codegen.h). Per thread (atom i, channel c), forward:
-//   a_k = A[i, c, k];  m_j = m_parent(j) * a_last(j)                       (named constants)
-//   for each path P:  w = W[z_i, P, c];  o_m += w * (sum_{terms (m, j, P)} coeff * m_j)
-//   B[i, off + c*(2l+1) + m] = o_m
-// backward: gm_P = W[z_i, P, c] * dB[m], g_j += coeff * gm_P over the terms, then the monomials in
-// reverse order: da_last(j) += g_j * m_parent(j), g_parent(j) += g_j * a_last(j).
-// Terms are grouped per (path, m) so each weight is loaded once. Output is plain ASCII with
-// shortest round-trip literals (std::to_chars: locale-independent), so equal descriptors give
-// equal bytes and therefore equal cache keys.
+// Generates the specialised SC kernels (sc_codegen.h). One thread per (atom i, channel c); the
+// monomials form a tree (parent = the monomial without its last factor), and the kernels walk it
+// depth first, so only the values on the current root-to-leaf path (at most nu_max) are live, next
+// to a_k, one accumulator per (block, m, path) and, in the backward, da_k:
+//   forward:  v_j = v_parent(j) * a_last(j);  s[o,m,P] += coeff * v_j         (pre-order)
+//             B[i, off_o + c*(2l+1) + m] = sum_P W[z_i, P, c] * s[o,m,P]
+//   backward: gm[o,m,P] = W[z_i, P, c] * dB[i, off_o + c*(2l+1) + m]
+//             g_j = sum_terms coeff * gm + sum_children g_child * a_last(child)   (post-order)
+//             da_last(j) += g_j * v_parent(j)
+// Output is plain ASCII with shortest round-trip literals (std::to_chars: locale-independent), so
+// equal descriptors give equal bytes and therefore equal cache keys.
 #include "sc/sc_codegen.h"
 
 #include <charconv>
-#include <map>
 #include <sstream>
 
 namespace flashmace {
@@ -25,12 +26,34 @@ std::string literal(double v) {
   return "T(" + s + ")";
 }
 
-// Terms of one block grouped as path -> m -> [(mono, coeff)], each list in monomial order.
-using Grouped = std::map<int, std::map<int, std::vector<std::pair<int, double>>>>;
-Grouped group_by_path(const ScBlock& b) {
-  Grouped g;
-  for (const ScTerm& t : b.terms) g[t.path][t.m].push_back({t.mono, t.coeff});
-  return g;
+// Names of the per-(block, m, path) values: forward accumulators s_o_m_P, backward gm_o_m_P.
+std::string slot(const char* prefix, std::size_t o, int m, int path) {
+  return std::string(prefix) + std::to_string(o) + "_" + std::to_string(m) + "_" + std::to_string(path);
+}
+
+struct TermRef {
+  std::size_t block;
+  const ScTerm* term;
+};
+
+// The monomial tree with each monomial's terms from every block.
+struct Tree {
+  std::vector<std::vector<int>> children;
+  std::vector<int> roots;
+  std::vector<std::vector<TermRef>> terms;
+};
+
+Tree make_tree(const ScDescriptor& d) {
+  Tree t;
+  t.children.resize(d.monomials.size());
+  t.terms.resize(d.monomials.size());
+  for (std::size_t j = 0; j < d.monomials.size(); ++j) {
+    const int parent = d.monomials[j].parent;
+    (parent < 0 ? t.roots : t.children[parent]).push_back(static_cast<int>(j));
+  }
+  for (std::size_t o = 0; o < d.blocks.size(); ++o)
+    for (const ScTerm& term : d.blocks[o].terms) t.terms[term.mono].push_back({o, &term});
+  return t;
 }
 
 void emit_prologue(std::ostringstream& s, const ScDescriptor& d) {
@@ -41,16 +64,51 @@ void emit_prologue(std::ostringstream& s, const ScDescriptor& d) {
     << "  const long long z = species[i];\n";
 }
 
-void emit_monomials(std::ostringstream& s, const ScDescriptor& d) {
+void emit_inputs(std::ostringstream& s, const ScDescriptor& d) {
   s << "  const T* __restrict__ a_in = A + tid * " << d.num_components << ";\n";
   for (int k = 0; k < d.num_components; ++k) s << "  const T a" << k << " = a_in[" << k << "];\n";
-  for (std::size_t j = 0; j < d.monomials.size(); ++j) {
-    const ScMonomial& m = d.monomials[j];
-    if (m.parent < 0)
-      s << "  const T m" << j << " = a" << m.last << ";\n";
-    else
-      s << "  const T m" << j << " = m" << m.parent << " * a" << m.last << ";\n";
+  s << "  const T* __restrict__ w = W + z * " << static_cast<long long>(packed_weight_paths(d)) * d.channels
+    << "LL + c;\n";
+}
+
+std::string indent(int depth) { return std::string(2 * (depth + 1), ' '); }
+
+// v<depth>: the value of the monomial at this depth of the walk.
+void emit_value(std::ostringstream& s, const ScDescriptor& d, int j, int depth) {
+  const ScMonomial& m = d.monomials[j];
+  s << indent(depth + 1) << "const T v" << depth << " = ";
+  if (depth == 0)
+    s << "a" << m.last << ";\n";
+  else
+    s << "v" << depth - 1 << " * a" << m.last << ";\n";
+}
+
+void emit_forward_walk(std::ostringstream& s, const ScDescriptor& d, const Tree& t, int j, int depth) {
+  s << indent(depth) << "{\n";
+  emit_value(s, d, j, depth);
+  for (const TermRef& r : t.terms[j])
+    s << indent(depth + 1) << slot("s", r.block, r.term->m, r.term->path) << " += " << literal(r.term->coeff) << " * v"
+      << depth << ";\n";
+  for (int child : t.children[j]) emit_forward_walk(s, d, t, child, depth + 1);
+  s << indent(depth) << "}\n";
+}
+
+void emit_backward_walk(std::ostringstream& s, const ScDescriptor& d, const Tree& t, int j, int depth) {
+  const ScMonomial& m = d.monomials[j];
+  s << indent(depth) << "{\n";
+  if (!t.children[j].empty()) emit_value(s, d, j, depth);
+  s << indent(depth + 1) << "T g" << depth << " = T(0);\n";
+  for (const TermRef& r : t.terms[j])
+    s << indent(depth + 1) << "g" << depth << " += " << literal(r.term->coeff) << " * "
+      << slot("gm", r.block, r.term->m, r.term->path) << ";\n";
+  for (int child : t.children[j]) emit_backward_walk(s, d, t, child, depth + 1);
+  if (depth == 0) {
+    s << indent(depth + 1) << "da" << m.last << " += g0;\n";
+  } else {
+    s << indent(depth + 1) << "da" << m.last << " += g" << depth << " * v" << depth - 1 << ";\n"
+      << indent(depth + 1) << "g" << depth - 1 << " += g" << depth << " * a" << m.last << ";\n";
   }
+  s << indent(depth) << "}\n";
 }
 
 }  // namespace
@@ -80,42 +138,37 @@ template std::vector<float> pack_sc_weights<float>(const ScDescriptor&);
 template std::vector<double> pack_sc_weights<double>(const ScDescriptor&);
 
 std::string generate_sc_cuda_source(const ScDescriptor& d) {
-  const int C = d.channels, PW = packed_weight_paths(d);
+  const Tree tree = make_tree(d);
   std::ostringstream s;
   s << "// Generated by flashmace sc_codegen.cpp: symmetric contraction of product layer " << d.layer << "\n"
-    << "// K=" << d.num_components << " C=" << C << " Z=" << d.num_elements << " correlation=" << d.correlation
+    << "// K=" << d.num_components << " C=" << d.channels << " Z=" << d.num_elements << " correlation=" << d.correlation
     << " monomials=" << d.monomials.size() << " terms=" << d.num_terms() << "\n";
 
   // Forward.
   s << "template <typename T>\n__device__ __forceinline__ void sc_forward(const T* __restrict__ A, "
        "const long long* __restrict__ species, const T* __restrict__ W, T* __restrict__ B, long long n) {\n";
   emit_prologue(s, d);
+  // b_out + (off + c*(2l+1) + m) - c: the column of (c, m) in block o.
   s << "  T* __restrict__ b_out = B + i * " << d.out_dim << "LL + c;\n"
     << "  if (z < 0 || z >= " << d.num_elements << ") {\n";
   for (const ScBlock& b : d.blocks)
-    s << "    for (int m = 0; m < " << b.dim() << "; ++m) b_out[" << b.out_offset << " + " << (b.dim() - 1) << " * c + m] = T(0) / T(0);\n";
+    s << "    for (int m = 0; m < " << b.dim() << "; ++m) b_out[" << b.out_offset << " + " << (b.dim() - 1)
+      << " * c + m] = T(0) / T(0);\n";
   s << "    return;\n  }\n";
-  emit_monomials(s, d);
-  s << "  const T* __restrict__ w = W + z * " << static_cast<long long>(PW) * C << "LL + c;\n";
+  emit_inputs(s, d);
+  for (std::size_t o = 0; o < d.blocks.size(); ++o)
+    for (int m = 0; m < d.blocks[o].dim(); ++m)
+      for (int p = 0; p < d.blocks[o].total_paths; ++p) s << "  T " << slot("s", o, m, p) << " = T(0);\n";
+  for (int root : tree.roots) emit_forward_walk(s, d, tree, root, 0);
   int offset = 0;
   for (std::size_t o = 0; o < d.blocks.size(); ++o) {
     const ScBlock& b = d.blocks[o];
-    s << "  {  // block " << o << ": l=" << b.l << "\n";
-    for (int m = 0; m < b.dim(); ++m) s << "    T o" << m << " = T(0);\n";
-    for (const auto& [path, per_m] : group_by_path(b)) {
-      s << "    { const T wp = w[" << (offset + path) * C << "];\n";
-      for (const auto& [m, terms] : per_m) {
-        s << "      o" << m << " += wp * (";
-        for (std::size_t q = 0; q < terms.size(); ++q)
-          s << (q ? " + " : "") << literal(terms[q].second) << " * m" << terms[q].first;
-        s << ");\n";
-      }
-      s << "    }\n";
+    for (int m = 0; m < b.dim(); ++m) {
+      s << "  b_out[" << b.out_offset << " + " << (b.dim() - 1) << " * c + " << m << "] = ";
+      for (int p = 0; p < b.total_paths; ++p)
+        s << (p ? " + " : "") << "w[" << (offset + p) * d.channels << "] * " << slot("s", o, m, p);
+      s << (b.total_paths ? ";\n" : "T(0);\n");
     }
-    // B column of (c, m) in this block: out_offset + c * (2l+1) + m; b_out already holds + c.
-    for (int m = 0; m < b.dim(); ++m)
-      s << "    b_out[" << b.out_offset << " + " << (b.dim() - 1) << " * c + " << m << "] = o" << m << ";\n";
-    s << "  }\n";
     offset += b.total_paths;
   }
   s << "}\n\n";
@@ -129,38 +182,22 @@ std::string generate_sc_cuda_source(const ScDescriptor& d) {
     << "  if (z < 0 || z >= " << d.num_elements << ") {\n"
     << "    for (int k = 0; k < " << d.num_components << "; ++k) da_out[k] = T(0) / T(0);\n"
     << "    return;\n  }\n";
-  emit_monomials(s, d);
-  s << "  const T* __restrict__ w = W + z * " << static_cast<long long>(PW) * C << "LL + c;\n"
-    << "  const T* __restrict__ db_in = dB + i * " << d.out_dim << "LL + c;\n";
-  for (std::size_t j = 0; j < d.monomials.size(); ++j) s << "  T g" << j << " = T(0);\n";
+  emit_inputs(s, d);
+  s << "  const T* __restrict__ db_in = dB + i * " << d.out_dim << "LL + c;\n";
   offset = 0;
   for (std::size_t o = 0; o < d.blocks.size(); ++o) {
     const ScBlock& b = d.blocks[o];
-    s << "  {  // block " << o << ": l=" << b.l << "\n";
-    for (int m = 0; m < b.dim(); ++m)
-      s << "    const T db" << m << " = db_in[" << b.out_offset << " + " << (b.dim() - 1) << " * c + " << m << "];\n";
-    for (const auto& [path, per_m] : group_by_path(b)) {
-      s << "    { const T wp = w[" << (offset + path) * C << "];\n";
-      for (const auto& [m, terms] : per_m) {
-        s << "      { const T gm = wp * db" << m << ";";
-        for (const auto& [mono, coeff] : terms) s << " g" << mono << " += " << literal(coeff) << " * gm;";
-        s << " }\n";
-      }
-      s << "    }\n";
+    for (int m = 0; m < b.dim(); ++m) {
+      s << "  const T db" << o << "_" << m << " = db_in[" << b.out_offset << " + " << (b.dim() - 1) << " * c + " << m
+        << "];\n";
+      for (int p = 0; p < b.total_paths; ++p)
+        s << "  const T " << slot("gm", o, m, p) << " = w[" << (offset + p) * d.channels << "] * db" << o << "_" << m
+          << ";\n";
     }
-    s << "  }\n";
     offset += b.total_paths;
   }
   for (int k = 0; k < d.num_components; ++k) s << "  T da" << k << " = T(0);\n";
-  for (std::size_t j = d.monomials.size(); j-- > 0;) {
-    const ScMonomial& m = d.monomials[j];
-    if (m.parent < 0) {
-      s << "  da" << m.last << " += g" << j << ";\n";
-    } else {
-      s << "  da" << m.last << " += g" << j << " * m" << m.parent << "; g" << m.parent << " += g" << j << " * a"
-        << m.last << ";\n";
-    }
-  }
+  for (int root : tree.roots) emit_backward_walk(s, d, tree, root, 0);
   for (int k = 0; k < d.num_components; ++k) s << "  da_out[" << k << "] = da" << k << ";\n";
   s << "}\n\n";
 
