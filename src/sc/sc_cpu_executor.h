@@ -1,0 +1,52 @@
+#pragma once
+// Generic CPU executor of an ScDescriptor (any model, any layer): B = SC(A, species) and dA from dB.
+// Torch-free: raw row-major arrays, the caller owns them.
+//
+// Layouts (T = float or double):
+//   A       [n, C, K]        node features of the layer, K components per channel (mace_spec.md 7.1)
+//   species [n]              element index in [0, Z)
+//   B, dB   [n, out_dim]     per block o: C * (2l_o+1) columns, channel-major (column c*(2l+1) + m),
+//                            blocks one after the other: the reference's at::cat(parts, 1)
+//   dA      [n, C, K]        overwritten
+// Atoms are independent: a caller splits work over threads by offsetting the pointers of a range of
+// atoms (A + i*C*K, species + i, B + i*out_dim). The methods are const and keep no state.
+#include <cstdint>
+#include <vector>
+
+#include "sc/sc_descriptor.h"
+
+namespace flashmace {
+
+template <typename T>
+class ScCpuExecutor {
+ public:
+  explicit ScCpuExecutor(const ScDescriptor& d);
+
+  void forward(const T* A, const int64_t* species, int64_t n, T* B) const;
+  void backward(const T* A, const int64_t* species, const T* dB, int64_t n, T* dA) const;
+
+  int out_dim() const { return out_dim_; }
+  int channels() const { return C_; }
+  int num_components() const { return K_; }
+
+ private:
+  struct Block {
+    int dim = 0, out_offset = 0, total_paths = 0;
+    std::vector<T> weights;         // [Z, total_paths, C]
+    std::vector<int32_t> term_mono;
+    std::vector<int32_t> term_slot;  // m * total_paths + path
+    std::vector<T> term_coeff;
+  };
+  void check_species(const int64_t* species, int64_t n) const;
+  // Transposes nc channels of one atom into a[K][tile] (zero-padded) and evaluates every monomial.
+  void load_tile(const T* A, int nc, T* a, T* mono) const;
+
+  int K_ = 0, C_ = 0, Z_ = 0, out_dim_ = 0, max_slots_ = 0;
+  std::vector<int32_t> parent_, last_;
+  std::vector<Block> blocks_;
+};
+
+extern template class ScCpuExecutor<float>;
+extern template class ScCpuExecutor<double>;
+
+}  // namespace flashmace
