@@ -5,11 +5,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
-#include <cerrno>
 #include <iterator>
 #include <map>
 #include <mutex>

@@ -19,9 +19,14 @@ MODELS = ["tiny-cuni", "mp0-small", "mp0-medium", "sc-corr1-l2", "sc-corr2-l2", 
 
 out_dir = sys.argv[1]
 os.makedirs(out_dir, exist_ok=True)
-for name in MODELS:
+missing = [name for name in MODELS if not os.path.exists(os.path.join(out_dir, f"{name}.safetensors"))]
+if missing:
+    try:
+        import mace  # noqa: F401
+    except ImportError:
+        sys.exit(f"make_sc_models.py: mace-torch is not installed here, so {', '.join(missing)} cannot be made; "
+                 f"run tools/install_deps.sh, or copy them into {out_dir} from a machine that has it")
+for name in missing:
     path = os.path.join(out_dir, f"{name}.safetensors")
-    if os.path.exists(path):
-        continue
     make_random_model.main([name, path + ".tmp", "--seed", "7"])
     os.replace(path + ".tmp", path)
