@@ -117,9 +117,10 @@ class FastEvaluator : public TensorEvaluator {
  public:
   FastEvaluator(const ModelFile& file, const at::Device& device, const std::string& dtype, const EvaluatorOptions& o)
       : TensorEvaluator("fast", device, dtype),
-        engine_(MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device),
-                EngineSettings{o.edge_chunk, o.atom_chunk, o.memory_bytes, o.log}) {}
+        engine_(file, MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device),
+                EngineSettings{o.edge_chunk, o.atom_chunk, o.memory_bytes, o.sc, o.log}) {}
   const MaceConfig& config() const override { return engine_.params().config; }
+  std::string sc_executor() const override { return engine_.sc_executor(); }
   void set_stage_timer(StageTimer* timer) override { engine_.set_stage_timer(timer); }
 
  protected:
@@ -142,6 +143,8 @@ std::unique_ptr<Evaluator> make_evaluator(const ModelFile& file, const Evaluator
   if (o.edge_chunk < 0 || o.atom_chunk < 0) throw Error("Chunk sizes must be positive (0 = chosen by the planner)");
   if (o.memory_bytes < 0) throw Error("The memory budget must be positive (0 = default)");
   if (o.path == "reference") return std::make_unique<ReferenceEvaluator>(file, device, dtype);
+  if (o.sc != "auto" && o.sc != "specialized" && o.sc != "generic")
+    throw Error("Unknown symmetric-contraction executor '" + o.sc + "' (use auto, specialized or generic)");
   if (o.path == "fast") return std::make_unique<FastEvaluator>(file, device, dtype, o);
   throw Error("Unknown evaluation path '" + o.path + "' (use fast or reference)");
 }

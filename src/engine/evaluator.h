@@ -54,6 +54,7 @@ struct EvaluatorOptions {
   int64_t edge_chunk = 0;         // fast path: edges per chunk; 0 = chosen by the memory planner
   int64_t atom_chunk = 0;         // fast path: atoms per node-stage chunk; 0 = planner
   double memory_bytes = 0;        // fast path: working-memory budget; 0 = default (see memory_plan.h)
+  std::string sc = "auto";        // fast path: SC executor, auto | specialized (CUDA) | generic
   // Messages the engine prints once (the memory plan); default: none.
   std::function<void(const std::string&)> log;
 };
@@ -65,6 +66,9 @@ class Evaluator {
   virtual std::string device() const = 0;  // "cpu" or "cuda:N"
   virtual std::string dtype() const = 0;   // "float64" or "float32"
   virtual std::string path() const = 0;    // "fast" or "reference"
+  // The symmetric-contraction executor in use ("cpu generic", "specialized sm_90", ...; "" for the
+  // reference path's einsum).
+  virtual std::string sc_executor() const { return ""; }
   double cutoff() const { return config().r_max; }
 
   // One evaluation. With a halo exchanger, ghost rows of the node features are refreshed from their

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/message_stage.h"
+#include "sc/sc_descriptor.h"
 #include "engine/node_stage.h"
 #include "model/e3nn_ops.h"
 
@@ -61,13 +62,15 @@ std::vector<EdgeChunk> edge_chunks(const at::Tensor& receiver_sorted, int64_t ch
 
 }  // namespace
 
-FastEngine::FastEngine(MaceParams params, EngineSettings settings) : p_(std::move(params)), settings_(std::move(settings)) {
+FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings settings)
+    : p_(std::move(params)), settings_(std::move(settings)) {
   const MaceConfig& c = p_.config;
   const int Z = c.num_elements();
   const InteractionParams& L0 = p_.layers[0];
   h0_table_ = p_.node_embedding / std::sqrt(static_cast<double>(Z));
   hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.in);
   for (const InteractionParams& L : p_.layers) tp_.emplace_back(ConvTPDescriptor::build(L.in, p_.sh, L.tp), p_.options);
+  for (int t = 0; t < c.num_interactions; ++t) sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);
 
   // Working-set estimates per edge and per atom, from the shapes (element size x live tensors).
   const double s = static_cast<double>(at::elementSize(p_.options.dtype().toScalarType()));
@@ -80,15 +83,12 @@ FastEngine::FastEngine(MaceParams params, EngineSettings settings) : p_(std::mov
     const double mid = L.tp.mid.dim(), W = L.tp.weight_numel, in = L.in.dim();
     const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
     costs_.bytes_per_edge = std::max(costs_.bytes_per_edge, s * (3 * W + 4 * radial + 4 * sh + 3 * nb + mid / 8 + 32));
-    double sc = 0;
-    const double C = c.channels();
-    for (const auto& cw : L.contractions) {
-      const at::Tensor& top = cw.U.back();
-      const double K = static_cast<double>(top.size(-2)), P = static_cast<double>(top.size(-1));
-      sc += C * (K * P + static_cast<double>(top.numel()) / P / K);
-    }
+    // Per atom in the node stage: the message and its normalised, skip and channel-major copies, the
+    // SC output, the features and their gradients (the SC executors keep no intermediates).
     const double target = L.target.dim(), out = L.out.dim();
-    costs_.bytes_per_atom = std::max(costs_.bytes_per_atom, s * (4 * sc + 6 * target + 6 * out + 4 * in));
+    double sc_out = 0;
+    for (const auto& b : L.out.blocks()) sc_out += static_cast<double>(c.channels()) * b.ir.dim();
+    costs_.bytes_per_atom = std::max(costs_.bytes_per_atom, s * (8 * target + 3 * sc_out + 6 * out + 4 * in));
     costs_.resident_per_atom += s * (3 * in + 2 * target + 2);
   }
   costs_.resident_per_atom += 8 * 8;  // float64 energies and bookkeeping
@@ -209,7 +209,8 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     for (int64_t a0 = 0; a0 < nlocal; a0 += achunk) {
       const int64_t na = std::min(achunk, nlocal - a0);
       NodeChunkState state;
-      const NodeChunkOutput out = node_chunk_forward(p_, t, node_input(t, S.mlin, S.dens, S.h, a0, na), &state);
+      const NodeChunkOutput out =
+          node_chunk_forward(p_, t, sc_[t], node_input(t, S.mlin, S.dens, S.h, a0, na), &state, timer_);
       h_local.narrow(0, a0, na).copy_(out.h);
       energy.narrow(0, a0, na).add_(out.energy);
       if (keep) S.nodes.push_back(std::move(state));
@@ -238,8 +239,9 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
       if (keep)
         state = std::move(S.nodes[k]);
       else
-        node_chunk_forward(p_, t, in, &state);
-      const NodeChunkGradients gi = node_chunk_backward(p_, t, in, state, gh.narrow(0, a0, na), c.scale);
+        node_chunk_forward(p_, t, sc_[t], in, &state, timer_);
+      const NodeChunkGradients gi =
+          node_chunk_backward(p_, t, sc_[t], in, state, gh.narrow(0, a0, na), c.scale, timer_);
       dmlin.narrow(0, a0, na).copy_(gi.mlin);
       if (L.density) ddens.narrow(0, a0, na).copy_(gi.density);
       if (t > 0 && gi.h_in.defined()) dh.narrow(0, a0, na).add_(gi.h_in);

@@ -14,6 +14,7 @@
 #include "engine/conv_tp_op.h"
 #include "engine/evaluator.h"
 #include "engine/memory_plan.h"
+#include "engine/sc_op.h"
 #include "model/mace_forward.h"
 #include "model/mace_params.h"
 #include "model/stage_timer.h"
@@ -24,6 +25,7 @@ struct EngineSettings {
   int64_t edge_chunk = 0;  // forced sizes (0 = planner)
   int64_t atom_chunk = 0;
   double memory_bytes = 0;  // budget (0 = default_memory_budget)
+  std::string sc = "auto";  // symmetric-contraction executor: auto, specialized, generic
   std::function<void(const std::string&)> log;
 };
 
@@ -35,9 +37,11 @@ struct EngineResult {
 
 class FastEngine {
  public:
-  FastEngine(MaceParams params, EngineSettings settings);
+  // file: the model (the SC executors read its coupling tensors); params: its tensors on the device.
+  FastEngine(const ModelFile& file, MaceParams params, EngineSettings settings);
 
   const MaceParams& params() const { return p_; }
+  std::string sc_executor() const { return sc_.empty() ? "" : sc_.front().executor(); }
   void set_stage_timer(StageTimer* timer) { timer_ = timer; }
 
   // graph: species [ntotal], sender/receiver [E] (int64); vectors [E, 3] float64; all on the model's
@@ -57,6 +61,7 @@ class FastEngine {
   at::Tensor h0_table_;    // [Z, dim(in_0)]: first-layer node features depend only on the species
   at::Tensor hu0_table_;   // [Z, dim(in_0)]: their linear_up
   std::vector<ConvTPOp> tp_;  // per layer: the fused tensor-product kernels' tables
+  std::vector<ScOp> sc_;      // per layer: the symmetric-contraction executor
   StageTimer* timer_ = nullptr;
 
   void update_plan(int64_t atoms, int64_t edges);

@@ -1,10 +1,7 @@
 #include "engine/node_stage.h"
 
-#include <c10/core/GradMode.h>
-#include <torch/csrc/autograd/autograd.h>
-
 #include "model/e3nn_ops.h"
-#include "model/symmetric_contraction.h"
+#include "model/stage_timer.h"
 
 namespace flashmace {
 
@@ -24,23 +21,25 @@ at::Tensor from_channels(const at::Tensor& a, const Irreps& irreps) {
   return at::cat(blocks, 1);
 }
 
+void lap(StageTimer* timer, const char* stage) {
+  if (timer) timer->lap(stage);
+}
+
 }  // namespace
 
-NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeChunkInput& in, NodeChunkState* s) {
+NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const ScOp& sc, const NodeChunkInput& in,
+                                   NodeChunkState* s, StageTimer* timer) {
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
   const int Z = c.num_elements();
   const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin / L.avg_num_neighbors;
   s->m = L.residual ? m0 : species_linear(m0, in.groups, L.skip_tp, L.target, Z, L.target);
-  {
-    const c10::AutoGradMode grad(true);
-    s->sc_a = to_channels(s->m, L.target).detach().requires_grad_(true);
-    std::vector<at::Tensor> parts;
-    for (const auto& cw : L.contractions) parts.push_back(symmetric_contraction(s->sc_a, in.species, cw));
-    s->sc_b = at::cat(parts, 1);
-  }
+  s->sc_a = to_channels(s->m, L.target).contiguous();
+  lap(timer, "nodes_forward");
+  const at::Tensor b = sc.forward(s->sc_a, in.species);
+  lap(timer, "sc_forward");
   NodeChunkOutput out;
-  s->h = e3nn_linear(s->sc_b.detach(), L.product_linear, L.out, L.out);
+  s->h = e3nn_linear(b, L.product_linear, L.out, L.out);
   if (L.residual) s->h = s->h + species_linear(in.h_in, in.groups, L.skip_tp, L.in, Z, L.out);
   out.h = s->h;
   // Readout (mace_spec.md 8): only the 0e block of h reaches it.
@@ -56,8 +55,9 @@ NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeChunkIn
   return out;
 }
 
-NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeChunkInput& in, NodeChunkState& s,
-                                       const at::Tensor& grad_h, double energy_weight) {
+NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const ScOp& sc, const NodeChunkInput& in,
+                                       NodeChunkState& s, const at::Tensor& grad_h, double energy_weight,
+                                       StageTimer* timer) {
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
   const int Z = c.num_elements();
@@ -82,12 +82,9 @@ NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeChu
   NodeChunkGradients out;
   if (L.residual) out.h_in = species_linear_transpose(gh, in.groups, L.skip_tp, L.in, Z, L.out);
   const at::Tensor gb = e3nn_linear_transpose(gh, L.product_linear, L.out, L.out);
-  at::Tensor ga;
-  {
-    const c10::AutoGradMode grad(true);
-    ga = torch::autograd::grad({s.sc_b}, {s.sc_a}, {gb}, false, false, true)[0];
-  }
-  if (!ga.defined()) ga = at::zeros_like(s.sc_a);
+  lap(timer, "nodes_backward");
+  const at::Tensor ga = sc.backward(s.sc_a, in.species, gb);
+  lap(timer, "sc_backward");
   at::Tensor gm = from_channels(ga, L.target);
   if (!L.residual) gm = species_linear_transpose(gm, in.groups, L.skip_tp, L.target, Z, L.target);
   if (L.density) {

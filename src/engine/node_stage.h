@@ -1,9 +1,10 @@
 #pragma once
 // The node work of one interaction layer for a block of owned atoms (mace_spec.md 6.3-8), forward
 // and explicit backward: normalise the projected message, element skip connection, symmetric
-// contraction, product linear, residual, readout. Internal to the fast engine (ATen).
+// contraction, product linear, residual, readout. No autograd. Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
+#include "engine/sc_op.h"
 #include "engine/species_linear.h"
 #include "model/mace_params.h"
 
@@ -19,7 +20,7 @@ struct NodeChunkInput {
 
 struct NodeChunkState {
   at::Tensor m;                 // [n, dim(target)] normalised message (after the skip in non-residual blocks)
-  at::Tensor sc_a, sc_b;        // symmetric-contraction input leaf and output with its autograd graph
+  at::Tensor sc_a;              // [n, C, K] symmetric-contraction input
   at::Tensor h;                 // [n, dim(out)]
   at::Tensor readout_pre;       // [n, dim(mlp)] last layer: the readout MLP's pre-activation
 };
@@ -29,7 +30,12 @@ struct NodeChunkOutput {
   at::Tensor energy;  // [n] the layer's readout
 };
 
-NodeChunkOutput node_chunk_forward(const MaceParams& model, int layer, const NodeChunkInput& in, NodeChunkState* state);
+class StageTimer;
+
+// sc: the layer's symmetric-contraction executor. A timer, if given, is charged "sc_forward" /
+// "sc_backward" for the contraction and "nodes_forward" / "nodes_backward" for the rest.
+NodeChunkOutput node_chunk_forward(const MaceParams& model, int layer, const ScOp& sc, const NodeChunkInput& in,
+                                   NodeChunkState* state, StageTimer* timer = nullptr);
 
 struct NodeChunkGradients {
   at::Tensor mlin;     // [n, dim(target)]
@@ -38,7 +44,8 @@ struct NodeChunkGradients {
 };
 
 // grad_h: dE/dh [n, dim(out)] from the next layer; energy_weight: dE/d(readout) (the model's scale).
-NodeChunkGradients node_chunk_backward(const MaceParams& model, int layer, const NodeChunkInput& in,
-                                       NodeChunkState& state, const at::Tensor& grad_h, double energy_weight);
+NodeChunkGradients node_chunk_backward(const MaceParams& model, int layer, const ScOp& sc, const NodeChunkInput& in,
+                                       NodeChunkState& state, const at::Tensor& grad_h, double energy_weight,
+                                       StageTimer* timer = nullptr);
 
 }  // namespace flashmace

@@ -68,6 +68,7 @@ void PairMACEFlash::settings(int narg, char** arg) {
   path_ = "fast";
   edge_chunk_ = 0;
   memory_gb_ = 0;
+  sc_ = "auto";
   exchange_ = true;
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
@@ -93,12 +94,16 @@ void PairMACEFlash::settings(int narg, char** arg) {
       memory_gb_ = utils::numeric(FLERR, value.c_str(), false, lmp);
       if (memory_gb_ < 0)
         error->all(FLERR, text("Illegal pair_style mace/flash memory " + value + ": a budget in GB, 0 = default"));
+    } else if (key == "sc") {
+      if (value != "auto" && value != "specialized" && value != "generic")
+        error->all(FLERR, text("Illegal pair_style mace/flash sc " + value + ": use auto, specialized or generic"));
+      sc_ = value;
     } else if (key == "exchange") {
       if (value != "on" && value != "off")
         error->all(FLERR, text("Illegal pair_style mace/flash exchange " + value + ": use on or off"));
       exchange_ = value == "on";
     } else {
-      error->all(FLERR, text("Illegal pair_style mace/flash keyword " + key + ": known are device, dtype, path, edge_chunk, memory, exchange"));
+      error->all(FLERR, text("Illegal pair_style mace/flash keyword " + key + ": known are device, dtype, path, edge_chunk, memory, sc, exchange"));
     }
   }
   if (model_) load_model();  // new device or dtype for the model of an earlier pair_coeff
@@ -151,6 +156,7 @@ void PairMACEFlash::load_model() {
     o.device = device;
     o.edge_chunk = edge_chunk_;
     o.memory_bytes = memory_gb_ * 1e9;
+    o.sc = sc_;
     if (comm->me == 0) o.log = [this](const std::string& line) { utils::logmesg(lmp, text(line + "\n")); };
     model_ = flashmace::make_evaluator(file, o);
   } catch (const flashmace::Error& e) {
@@ -178,7 +184,8 @@ void PairMACEFlash::load_model() {
     utils::logmesg(lmp, text("mace/flash: " + model_path_ + ": elements " + known + ", r_max " +
                              std::to_string(config.r_max) + " A, " + std::to_string(config.num_interactions) +
                              " interactions, hidden irreps " + config.hidden_irreps + ", " +
-                             model_->dtype() + " on " + model_->device() + ", " + path_ + " path\n"));
+                             model_->dtype() + " on " + model_->device() + ", " + path_ + " path" +
+                             (model_->sc_executor().empty() ? "" : ", SC " + model_->sc_executor()) + "\n"));
 }
 
 void PairMACEFlash::init_style() {

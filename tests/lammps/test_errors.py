@@ -41,13 +41,14 @@ def lammps_error(tmp_path, pair=PAIR, newton="on", units="metal", data=CUNI_DATA
      "Cannot open model file /nonexistent/model.safetensors: no such file or not readable"),
     (f"pair_style hybrid/overlay mace/flash zero 3.0\npair_coeff * * mace/flash {TINY} Cu Ni\npair_coeff * * zero",
      "Pair style mace/flash cannot be used as a sub-style of pair_style hybrid or hybrid/overlay"),
-    ("pair_style mace/flash chunk 4", "Illegal pair_style mace/flash keyword chunk: known are device, dtype, path, edge_chunk, memory, exchange"),
+    ("pair_style mace/flash chunk 4", "Illegal pair_style mace/flash keyword chunk: known are device, dtype, path, edge_chunk, memory, sc, exchange"),
     ("pair_style mace/flash device tpu", "Illegal pair_style mace/flash device tpu: use cpu, cuda or cuda:N"),
     ("pair_style mace/flash dtype float16", "Illegal pair_style mace/flash dtype float16: use float32 or float64"),
     ("pair_style mace/flash dtype", "Illegal pair_style mace/flash command: dtype needs a value"),
     ("pair_style mace/flash path quick", "Illegal pair_style mace/flash path quick: use fast or reference"),
     ("pair_style mace/flash edge_chunk -5", "Illegal pair_style mace/flash edge_chunk -5"),
     ("pair_style mace/flash memory -1", "Illegal pair_style mace/flash memory -1"),
+    ("pair_style mace/flash sc fastest", "Illegal pair_style mace/flash sc fastest: use auto, specialized or generic"),
 ])
 def test_bad_pair_commands_are_explained(tmp_path, pair, message):
     out = lammps_error(tmp_path, pair=pair)

@@ -34,6 +34,7 @@ const char* kUsage =
     "  --path fast|reference   the evaluation path (default fast)\n"
     "  --edge-chunk N  --atom-chunk N   fast path: force chunk sizes (default: the memory planner's)\n"
     "  --memory GB         fast path: working-memory budget (default: 1 GiB on CPU, 1/4 of free GPU memory)\n"
+    "  --sc auto|specialized|generic   fast path: symmetric-contraction executor (default auto)\n"
     "  --dtype float32|float64  --device cpu|cuda  --warmup N (2)  --steps N (5)\n"
     "  --no-breakdown      skip the per-stage breakdown (it costs extra synchronised steps)\n"
     "  --sweep             grow the lattice (cells N, N+1, ...) until a step fails; report the largest\n"
@@ -41,7 +42,7 @@ const char* kUsage =
     "  --json FILE         also write the results as JSON\n";
 
 struct Options {
-  std::string model, path = "fast", dtype, device = "cpu", lattice = "fcc", xyz, data, json;
+  std::string model, path = "fast", sc = "auto", dtype, device = "cpu", lattice = "fcc", xyz, data, json;
   std::vector<std::string> elements, types;
   double a = 3.61, perturb = 0.05;
   int cells = 6, atoms = 0, warmup = 2, steps = 5, max_cells = 64;
@@ -89,6 +90,8 @@ Options parse(int argc, char** argv) {
       o.atom_chunk = std::stoll(value());
     else if (a == "--memory")
       o.memory_gb = std::stod(value());
+    else if (a == "--sc")
+      o.sc = value();
     else if (a == "--device")
       o.device = value();
     else if (a == "--lattice")
@@ -249,12 +252,15 @@ int main(int argc, char** argv) {
     eo.edge_chunk = o.edge_chunk;
     eo.atom_chunk = o.atom_chunk;
     eo.memory_bytes = o.memory_gb * 1e9;
+    eo.sc = o.sc;
     eo.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
     const std::unique_ptr<flashmace::Evaluator> evaluator = flashmace::make_evaluator(file, eo);
     flashmace::Evaluator& model = *evaluator;
     const std::string hardware = flashmace::device_name(o.device);
+    if (!model.sc_executor().empty()) std::printf("symmetric contraction: %s\n", model.sc_executor().c_str());
     nlohmann::json out = {{"model", o.model},     {"path", o.path},     {"dtype", o.dtype}, {"device", o.device},
-                          {"hardware", hardware}, {"warmup", o.warmup}, {"steps", o.steps}};
+                          {"hardware", hardware}, {"warmup", o.warmup}, {"steps", o.steps},
+                          {"sc_executor", model.sc_executor()}};
     if (!o.sweep) {
       const Measurement m = measure(model, structure_for(o, file.config(), o.cells), o);
       print(m, o, hardware);
