@@ -5,6 +5,9 @@
 #   ASSETS/*.deb              nlohmann-json3-dev, libgtest-dev, googletest (Debian 12; `apt-get download` them)
 #   ASSETS/reference/         the shared reference files (../shared/reference)
 #   ASSETS/mp0-medium-f32.safetensors   tools/make_random_model.py mp0-medium ... --dtype float32
+#   ASSETS/sc_models/         the small models of the SC tests' fixture (build/tests/sc/models: all
+#                             but mp0-small and mp0-medium; mp0-medium-f32 stands in for the latter),
+#                             since the fixture itself needs mace-torch
 # Usage: tools/gpu_check.sh ASSETS OUT [--tests-only|--bench-only|--large]
 # (--large: only the largest systems, 256,000 and 1,000,188 atoms float32, one step each.)
 # OUT receives build.log, ctest.log and bench-*.json / bench.log.
@@ -29,7 +32,12 @@ cmake --build "$build" -j "$(nproc)" >> "$out/build.log" 2>&1 || { tail -40 "$ou
 echo "gpu_check: built"
 
 if [ "$mode" = "all" ] || [ "$mode" = "--tests-only" ]; then
-  (cd "$build" && ctest -R export_reference_models > /dev/null && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/ctest.log" | grep -E "tests passed|Failed|\*\*\*|Skipped" | tail -30
+  mkdir -p "$build/tests/sc/models"
+  cp "$assets"/sc_models/*.safetensors "$build/tests/sc/models/"
+  cp "$assets/mp0-medium-f32.safetensors" "$build/tests/sc/models/mp0-medium.safetensors"
+  # -FS sc_models: the SC models are in place (their fixture would need mace-torch).
+  (cd "$build" && ctest -R export_reference_models > /dev/null && ctest -L gpu -FS sc_models --output-on-failure) 2>&1 |
+    tee "$out/ctest.log" | grep -E "tests passed|Failed|\*\*\*|Skipped" | tail -30
 fi
 [ "$mode" = "--tests-only" ] && exit 0
 
@@ -45,6 +53,15 @@ if [ "$mode" = "--large" ]; then
   done
   exit 0
 fi
+# SC load time: the specialised kernels compiled (empty cache), then from the cache.
+export FLASHMACE_SC_CACHE=$build/sc-cache
+rm -rf "$FLASHMACE_SC_CACHE"
+for pass in uncached cached; do
+  start=$(date +%s.%N)
+  "$build/bin/flashmace-eval" --model "$assets/mp0-medium-f32.safetensors" --device cuda --xyz "$root/examples/eval/cuni_fcc32.xyz" > /dev/null
+  echo "model load + one evaluation ($pass SC kernels): $(python3 -c "import sys; print(round(float(sys.argv[1]) - float(sys.argv[2]), 2))" "$(date +%s.%N)" "$start") s" | tee -a "$out/bench.log"
+done
+bench "sc-generic-f32-c16" --path fast --dtype float32 --cells 16 --warmup 2 --steps 3 --sc generic
 for cells in 6 10 16; do
   bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 5
 done
