@@ -8,7 +8,8 @@
 #   ASSETS/sc_models/         the small models of the SC tests' fixture (build/tests/sc/models: all
 #                             but mp0-small and mp0-medium; mp0-medium-f32 stands in for the latter),
 #                             since the fixture itself needs mace-torch
-# Usage: tools/gpu_check.sh ASSETS OUT [--tests-only|--bench-only|--large]
+# Usage: tools/gpu_check.sh ASSETS OUT [--tests-only|--bench-only|--quick|--large]
+# (--quick: the tests and the fast path's float32 table only.)
 # (--large: only the largest systems, 256,000 and 1,000,188 atoms float32, one step each.)
 # OUT receives build.log, ctest.log and bench-*.json / bench.log.
 set -euo pipefail
@@ -31,7 +32,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHMACE_PYT
 cmake --build "$build" -j "$(nproc)" >> "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "gpu_check: built"
 
-if [ "$mode" = "all" ] || [ "$mode" = "--tests-only" ]; then
+if [ "$mode" = "all" ] || [ "$mode" = "--tests-only" ] || [ "$mode" = "--quick" ]; then
   mkdir -p "$build/tests/sc/models"
   cp "$assets"/sc_models/*.safetensors "$build/tests/sc/models/"
   cp "$assets/mp0-medium-f32.safetensors" "$build/tests/sc/models/mp0-medium.safetensors"
@@ -50,6 +51,12 @@ bench() {  # bench NAME ARGS...: one flashmace-bench run, table to bench.log, JS
 if [ "$mode" = "--large" ]; then
   for cells in 40 63; do
     bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 0 --steps 1 --no-breakdown
+  done
+  exit 0
+fi
+if [ "$mode" = "--quick" ]; then
+  for cells in 6 10 16 25; do
+    bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 3
   done
   exit 0
 fi

@@ -33,6 +33,12 @@ FLASHMACE_HD int64_t conv_tp_row_of_edge(const int64_t* row_ptr, int64_t nrows, 
   return lo;
 }
 
+// The row of edge e: from the per-edge table when there is one.
+template <typename T>
+FLASHMACE_HD int64_t conv_tp_edge_row(const ConvTPEdges<T>& g, int64_t e) {
+  return g.edge_row ? g.edge_row[e] : conv_tp_row_of_edge(g.row_ptr, g.nrows, e);
+}
+
 // out_u[m3] += r * TP(x_u, y)[m3]   (x_u: block i1 at channel u, y: block i2, out_u: block k at u)
 template <typename T>
 FLASHMACE_HD void conv_tp_forward_add(const ConvTPTables<T>& t, const ConvTPKernelPath& p, T r, const T* x_u,

@@ -71,7 +71,7 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, con
     T* dx = d.dx + xr * t.dim_in1;
     for (int64_t j = d.x_ptr[xr]; j < d.x_ptr[xr + 1]; ++j) {
       const int64_t e = d.x_perm[j];
-      const T* grow = d.dagg + conv_tp_row_of_edge(g.row_ptr, g.nrows, e) * t.dim_mid;
+      const T* grow = d.dagg + conv_tp_edge_row(g, e) * t.dim_mid;
       const T* y = g.Y + e * t.dim_sh;
       const T* r = g.R + e * t.weight_numel;
       for (int i = 0; i < t.num_paths; ++i) {

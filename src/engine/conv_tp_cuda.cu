@@ -1,7 +1,8 @@
 // Conv TP message kernels on CUDA (mace_spec.md 5.2; the math and layouts: conv_tp_kernels.h).
 // Parallel decomposition, each output owned by one thread, sums in a fixed order (no atomics):
 //   forward:  thread per (receiver row, channel u): agg[row, block k, u, m3] for every path, summed
-//             over the row's edges in order, accumulated in a register per m3;
+//             over the row's edges in order; per path each edge's x_u, Y and R are read once and all
+//             2l3+1 outputs accumulated in registers (kMaxD3 of them);
 //   dR, dY:   block per edge, thread per channel u (strided when mul > blockDim): dR[e, w_offset+u];
 //             dY[e] reduced over channels by warp shuffles, then over warps in shared memory;
 //   dx (+=):  thread per (x row, channel u), over the x row's edges in x_perm order.
@@ -18,6 +19,7 @@ namespace flashmace {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int kMaxD3 = 9;  // outputs per path held in registers: l3 <= 4
 constexpr int kMaxEdgeBlock = 256;
 
 void check_launch(const char* kernel) {
@@ -43,6 +45,22 @@ __global__ void forward_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, T* __restric
   for (int i = 0; i < t.num_paths; ++i) {
     const ConvTPKernelPath p = t.paths[i];
     if (u >= p.mul) continue;
+    if (p.d3 <= kMaxD3) {
+      T acc[kMaxD3];
+#pragma unroll
+      for (int m = 0; m < kMaxD3; ++m) acc[m] = 0;
+      for (int64_t e = e0; e < e1; ++e) {
+        const T r = g.R[e * t.weight_numel + p.w_offset + u];
+        const T* x_u = g.x + g.xindex[e] * t.dim_in1 + p.x_offset + u * p.d1;
+        const T* y = g.Y + e * t.dim_sh + p.y_offset;
+        for (int32_t q = p.run_begin[kConvTPByM3]; q < p.run_end[kConvTPByM3]; ++q) {
+          const ConvTPKernelRun run = t.runs[q];
+          acc[run.out] += r * conv_tp_contract(t, run, x_u, y);
+        }
+      }
+      for (int m = 0; m < p.d3; ++m) out[p.mid_offset + u * p.d3 + m] = acc[m];
+      continue;
+    }
     for (int32_t q = p.run_begin[kConvTPByM3]; q < p.run_end[kConvTPByM3]; ++q) {
       const ConvTPKernelRun run = t.runs[q];
       T acc = 0;
@@ -66,7 +84,7 @@ __global__ void edge_grad_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, ConvTPGrad
   const T* x = g.x + g.xindex[e] * t.dim_in1;
   const T* y = g.Y + e * t.dim_sh;
   const T* r = g.R + e * t.weight_numel;
-  const T* grow = d.dagg + conv_tp_row_of_edge(g.row_ptr, g.nrows, e) * t.dim_mid;
+  const T* grow = d.dagg + conv_tp_edge_row(g, e) * t.dim_mid;
   for (int i = 0; i < t.num_paths; ++i) {
     const ConvTPKernelPath p = t.paths[i];
     for (int u = threadIdx.x; u < p.mul; u += blockDim.x)
@@ -102,7 +120,7 @@ __global__ void x_grad_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, ConvTPGradien
   T* dx = d.dx + xr * t.dim_in1;
   for (int64_t j = d.x_ptr[xr]; j < d.x_ptr[xr + 1]; ++j) {
     const int64_t e = d.x_perm[j];
-    const T* grow = d.dagg + conv_tp_row_of_edge(g.row_ptr, g.nrows, e) * t.dim_mid;
+    const T* grow = d.dagg + conv_tp_edge_row(g, e) * t.dim_mid;
     for (int i = 0; i < t.num_paths; ++i) {
       const ConvTPKernelPath p = t.paths[i];
       if (u >= p.mul) continue;

@@ -62,6 +62,7 @@ struct ConvTPEdges {
   const T* Y = nullptr;                // [num_edges, dim_sh]
   const T* R = nullptr;                // [num_edges, weight_numel]
   const int64_t* row_ptr = nullptr;    // [nrows + 1]: receiver CSR
+  const int64_t* edge_row = nullptr;   // [num_edges]: each edge's row (optional; else found in row_ptr)
   int64_t nrows = 0;
   int64_t num_edges = 0;
 };

@@ -168,8 +168,12 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
   ConvTPEdgeGrads out;
   out.dR = at::empty({E, d.weight_numel}, in.Y.options());
   out.dY = at::empty({E, d.dim_sh}, in.Y.options());
+  // Each edge's row, for the kernels that start from an edge (no search through row_ptr).
+  const at::Tensor edge_row =
+      at::repeat_interleave(at::arange(nrows, in.row_ptr.options()), in.row_ptr.diff(), 0, E);
   AT_DISPATCH_FLOATING_TYPES(op.dtype(), "conv_tp_aggregate_backward", [&] {
-    const ConvTPEdges<scalar_t> g = edges<scalar_t>(in.x, in.xindex, in.Y, in.R, in.row_ptr, nrows);
+    ConvTPEdges<scalar_t> g = edges<scalar_t>(in.x, in.xindex, in.Y, in.R, in.row_ptr, nrows);
+    g.edge_row = edge_row.data_ptr<int64_t>();
     ConvTPGradients<scalar_t> grads;
     grads.dagg = g_agg.data_ptr<scalar_t>();
     grads.dR = out.dR.data_ptr<scalar_t>();

@@ -197,7 +197,9 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     if (L.density) S.dens = at::zeros({nlocal}, p_.options);
     for (const EdgeChunk& ch : chunks) {
       MessageChunkState state;
-      const MessageChunkOutput out = message_chunk_forward(p_, L, tp_[t], message_input(ch, t, S.hu), &state);
+      lap(timer_, "edges_forward");
+      const MessageChunkOutput out =
+          message_chunk_forward(p_, L, tp_[t], message_input(ch, t, S.hu), &state, true, timer_);
       // Split projection (DESIGN.md idea 3): the linear commutes with the sum over edges, so each
       // chunk's partial sums are projected right away and the [nlocal, dim(mid)] sum never exists.
       S.mlin.narrow(0, ch.row0, ch.nrows).add_(e3nn_linear(out.aggregate, L.linear, L.tp.mid, L.target));
@@ -257,11 +259,12 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
       if (keep)
         state = std::move(S.edges[k]);
       else
-        message_chunk_forward(p_, L, tp_[t], in, &state);
+        message_chunk_forward(p_, L, tp_[t], in, &state, /*aggregate=*/false, timer_);
       // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
       const at::Tensor dagg = e3nn_linear_transpose(dmlin.narrow(0, ch.row0, ch.nrows), L.linear, L.tp.mid, L.target);
       const at::Tensor dd = L.density ? ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
-      grad_v.narrow(0, ch.begin, ch.count).add_(message_chunk_backward(p_, L, tp_[t], in, state, dagg, dd, &dhu));
+      lap(timer_, "edges_backward");
+      grad_v.narrow(0, ch.begin, ch.count).add_(message_chunk_backward(p_, L, tp_[t], in, state, dagg, dd, &dhu, timer_));
     }
     S.edges.clear();
     lap(timer_, "edges_backward");

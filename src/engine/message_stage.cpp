@@ -1,6 +1,7 @@
 #include "engine/message_stage.h"
 
 #include "model/edge_outputs.h"
+#include "model/stage_timer.h"
 
 namespace flashmace {
 
@@ -17,18 +18,31 @@ void add_rows_deterministic(at::Tensor& table, const at::Tensor& index, const at
   table.index_add_(0, distinct, index_sum(values, inverse, distinct.size(0)));
 }
 
+namespace {
+
+void lap(StageTimer* timer, const char* stage) {
+  if (timer) timer->lap(stage);
+}
+
+}  // namespace
+
 at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows) {
   const at::Tensor counts = at::bincount(rows, {}, nrows);
   return at::cat({at::zeros({1}, counts.options()), at::cumsum(counts, 0)});
 }
 
 MessageChunkOutput message_chunk_forward(const MaceParams& m, const InteractionParams& L, const ConvTPOp& tp,
-                                         const MessageChunkInput& in, MessageChunkState* s) {
+                                         const MessageChunkInput& in, MessageChunkState* s, bool aggregate,
+                                         StageTimer* timer) {
   s->geometry = edge_geometry(m, in.vectors, in.z_sender, in.z_receiver);
+  lap(timer, "edge_geometry");
   s->radial = radial_mlp_forward(L.radial_layers, s->geometry.ef, &s->mlp_pre);
+  lap(timer, "radial_mlp");
   MessageChunkOutput out;
+  if (!aggregate) return out;
   // Fused gather + tensor product + radial weights + receiver sum: no per-edge message tensor.
   out.aggregate = conv_tp_aggregate(tp, in.x_table, in.x_index, s->geometry.sh, s->radial, in.row_ptr, in.nrows);
+  lap(timer, "tp_forward");
   if (L.density) {
     s->density = density_forward(L, s->geometry.ef);
     out.density = segment_sum(s->density.squeeze(1), in.rows, in.nrows);
@@ -38,16 +52,19 @@ MessageChunkOutput message_chunk_forward(const MaceParams& m, const InteractionP
 
 at::Tensor message_chunk_backward(const MaceParams& m, const InteractionParams& L, const ConvTPOp& tp,
                                   const MessageChunkInput& in, MessageChunkState& s, const at::Tensor& grad_aggregate,
-                                  const at::Tensor& grad_density, at::Tensor* x_table_grad) {
+                                  const at::Tensor& grad_density, at::Tensor* x_table_grad, StageTimer* timer) {
   const ConvTPEdgeGrads g =
       in.x_gradient
           ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial, in.row_ptr,
                                        *x_table_grad, xindex_csr(in.x_index, in.x_table.size(0)))
           : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                        in.row_ptr);
+  lap(timer, "tp_backward");
   at::Tensor grad_ef = radial_mlp_vjp(L.radial_layers, s.geometry.ef, s.mlp_pre, g.dR);
   if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
+  lap(timer, "radial_backward");
   const at::Tensor gv = edge_geometry_vjp(m, s.geometry, g.dY, grad_ef);
+  lap(timer, "geometry_backward");
   s = MessageChunkState{};
   return gv;
 }

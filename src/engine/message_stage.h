@@ -38,16 +38,22 @@ struct MessageChunkOutput {
   at::Tensor density;    // [nrows] sum of the density term per receiver (density blocks)
 };
 
-// tp: the layer's fused tensor-product kernels (conv_tp_op.h).
+class StageTimer;
+
+// tp: the layer's fused tensor-product kernels (conv_tp_op.h). aggregate = false recomputes only what
+// the backward pass needs (geometry, radial MLP), not the messages. A timer, if given, is charged
+// per piece (edge_geometry, radial_mlp, tp_forward; tp_backward, radial_backward, geometry_backward).
 MessageChunkOutput message_chunk_forward(const MaceParams& model, const InteractionParams& layer, const ConvTPOp& tp,
-                                         const MessageChunkInput& in, MessageChunkState* state);
+                                         const MessageChunkInput& in, MessageChunkState* state, bool aggregate = true,
+                                         StageTimer* timer = nullptr);
 
 // From d(aggregate) [nrows, dim(mid)] and d(density) [nrows] (density blocks): returns dE/dv [Ec, 3]
 // and, if in.x_gradient, adds d(x_table) into *x_table_grad. Consumes the state.
 at::Tensor message_chunk_backward(const MaceParams& model, const InteractionParams& layer, const ConvTPOp& tp,
                                   const MessageChunkInput& in,
                                   MessageChunkState& state, const at::Tensor& grad_aggregate,
-                                  const at::Tensor& grad_density, at::Tensor* x_table_grad);
+                                  const at::Tensor& grad_density, at::Tensor* x_table_grad,
+                                  StageTimer* timer = nullptr);
 
 // The CSR row pointer [nrows + 1] of non-decreasing rows.
 at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows);
