@@ -4,7 +4,8 @@
 //             over the row's edges in order; per path each edge's x_u, Y and R are read once and all
 //             2l3+1 outputs accumulated in registers (kMaxD3 of them);
 //   dR, dY:   block per edge, thread per channel u (strided when mul > blockDim): dR[e, w_offset+u];
-//             dY[e] reduced over channels by warp shuffles, then over warps in shared memory;
+//             dY[e]: each thread's channels summed in registers over all paths, then reduced over
+//             channels by warp shuffles and over warps in shared memory;
 //   dx (+=):  thread per (x row, channel u), over the x row's edges in x_perm order.
 #include <cuda_runtime.h>
 
@@ -19,7 +20,8 @@ namespace flashmace {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kMaxD3 = 9;  // outputs per path held in registers: l3 <= 4
+constexpr int kMaxD3 = 9;   // outputs per path held in registers: l3 <= 4
+constexpr int kMaxSh = 25;  // dY components held per thread: spherical harmonics up to l = 4
 constexpr int kMaxEdgeBlock = 256;
 
 void check_launch(const char* kernel) {
@@ -91,16 +93,40 @@ __global__ void edge_grad_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, ConvTPGrad
       d.dR[e * t.weight_numel + p.w_offset + u] =
           conv_tp_weight_grad(t, p, x + p.x_offset + u * p.d1, y + p.y_offset, grow + p.mid_offset + u * p.d3);
   }
-  // Loops uniform over the block, so every lane reaches each shuffle.
-  for (int i = 0; i < t.num_paths; ++i) {
-    const ConvTPKernelPath p = t.paths[i];
-    for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q) {
-      const ConvTPKernelRun run = t.runs[q];
-      T v = 0;
-      for (int u = threadIdx.x; u < p.mul; u += blockDim.x)
-        v += r[p.w_offset + u] * conv_tp_contract(t, run, x + p.x_offset + u * p.d1, grow + p.mid_offset + u * p.d3);
-      v = warp_sum(v);
-      if (lane == 0) part[warp * t.dim_sh + p.y_offset + run.out] += v;
+  if (t.dim_sh <= kMaxSh) {
+    // Each thread sums its channels' dY contributions over all paths in registers; one reduction
+    // per component at the end (not one per path and component).
+    T py[kMaxSh];
+#pragma unroll
+    for (int m = 0; m < kMaxSh; ++m) py[m] = 0;
+    for (int i = 0; i < t.num_paths; ++i) {
+      const ConvTPKernelPath p = t.paths[i];
+      for (int u = threadIdx.x; u < p.mul; u += blockDim.x) {
+        const T ru = r[p.w_offset + u];
+        const T* xu = x + p.x_offset + u * p.d1;
+        const T* gu = grow + p.mid_offset + u * p.d3;
+        for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q) {
+          const ConvTPKernelRun run = t.runs[q];
+          py[p.y_offset + run.out] += ru * conv_tp_contract(t, run, xu, gu);
+        }
+      }
+    }
+    for (int m = 0; m < t.dim_sh; ++m) {
+      const T v = warp_sum(py[m]);
+      if (lane == 0) part[warp * t.dim_sh + m] = v;
+    }
+  } else {
+    // Loops uniform over the block, so every lane reaches each shuffle.
+    for (int i = 0; i < t.num_paths; ++i) {
+      const ConvTPKernelPath p = t.paths[i];
+      for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q) {
+        const ConvTPKernelRun run = t.runs[q];
+        T v = 0;
+        for (int u = threadIdx.x; u < p.mul; u += blockDim.x)
+          v += r[p.w_offset + u] * conv_tp_contract(t, run, x + p.x_offset + u * p.d1, grow + p.mid_offset + u * p.d3);
+        v = warp_sum(v);
+        if (lane == 0) part[warp * t.dim_sh + p.y_offset + run.out] += v;
+      }
     }
   }
   __syncthreads();

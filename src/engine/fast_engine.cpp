@@ -72,23 +72,27 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
   for (const InteractionParams& L : p_.layers) tp_.emplace_back(ConvTPDescriptor::build(L.in, p_.sh, L.tp), p_.options);
   for (int t = 0; t < c.num_interactions; ++t) sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);
 
-  // Working-set estimates per edge and per atom, from the shapes (element size x live tensors).
+  // Memory estimates from the shapes (element size x live values; calibrated on the H200 runs of
+  // bench/RESULTS.md, where they come out ~30 % above the measured peaks).
   const double s = static_cast<double>(at::elementSize(p_.options.dtype().toScalarType()));
-  costs_.num_layers = c.num_interactions;
   for (const InteractionParams& L : p_.layers) {
     double radial = 0;
     for (const auto& w : L.radial_layers) radial += static_cast<double>(w.size(1));
-    // Per edge: geometry, radial MLP activations and their gradients, the radial weights and theirs;
-    // per receiver row (about 1/8 edge in sparse graphs, far less in dense ones) the message sum.
     const double mid = L.tp.mid.dim(), W = L.tp.weight_numel, in = L.in.dim();
     const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
-    costs_.bytes_per_edge = std::max(costs_.bytes_per_edge, s * (3 * W + 4 * radial + 4 * sh + 3 * nb + mid / 8 + 32));
-    // Per atom in the node stage: the message and its normalised, skip and channel-major copies, the
-    // SC output, the features and their gradients (the SC executors keep no intermediates).
+    // Kept per edge: geometry (r, u, harmonics, radial features and their slope), the MLP's
+    // pre-activations and its output R. In flight in the backward pass: dR, the MLP's gradients, dY,
+    // dE/dv, and the message sums of the chunk's rows (about one row per 8 edges in sparse graphs).
+    costs_.kept_per_edge += s * (W + radial + 2 * sh + 2 * nb + 8);
+    costs_.transient_per_edge =
+        std::max(costs_.transient_per_edge, s * (2 * W + 2 * radial + 3 * sh + 3 * nb + 16 + mid / 8));
+    // Per atom in the node stage: kept, the normalised message, the SC input and the features; in
+    // flight, their copies and gradients and the SC output (the SC executors keep no intermediates).
     const double target = L.target.dim(), out = L.out.dim();
     double sc_out = 0;
     for (const auto& b : L.out.blocks()) sc_out += static_cast<double>(c.channels()) * b.ir.dim();
-    costs_.bytes_per_atom = std::max(costs_.bytes_per_atom, s * (8 * target + 3 * sc_out + 6 * out + 4 * in));
+    costs_.kept_per_atom += s * (2 * target + out + 16);
+    costs_.transient_per_atom = std::max(costs_.transient_per_atom, s * (6 * target + 3 * sc_out + 4 * out + 2 * in));
     costs_.resident_per_atom += s * (3 * in + 2 * target + 2);
   }
   costs_.resident_per_atom += 8 * 8;  // float64 energies and bookkeeping

@@ -38,8 +38,9 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
                        int64_t forced_atom_chunk) {
   MemoryPlan plan;
   const double resident = c.resident_per_atom * static_cast<double>(atoms);
-  const double keep_all = resident + c.num_layers * (c.bytes_per_edge * static_cast<double>(edges) +
-                                                     c.bytes_per_atom * static_cast<double>(atoms));
+  const double E = static_cast<double>(edges), N = static_cast<double>(atoms);
+  const double keep_all =
+      resident + E * (c.kept_per_edge + c.transient_per_edge) + N * (c.kept_per_atom + c.transient_per_atom);
   const double room = std::max(budget - resident, 0.5 * budget);
   if (keep_all <= budget && forced_edge_chunk <= 0 && forced_atom_chunk <= 0) {
     plan.recompute = false;
@@ -48,10 +49,11 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
     plan.predicted_peak = keep_all;
     return plan;
   }
-  plan.edge_chunk = forced_edge_chunk > 0 ? forced_edge_chunk : clamp_chunk(room / c.bytes_per_edge, edges);
-  plan.atom_chunk = forced_atom_chunk > 0 ? forced_atom_chunk : clamp_chunk(room / c.bytes_per_atom, atoms);
-  plan.predicted_peak = resident + std::max(c.bytes_per_edge * static_cast<double>(std::min(plan.edge_chunk, edges)),
-                                            c.bytes_per_atom * static_cast<double>(std::min(plan.atom_chunk, atoms)));
+  plan.edge_chunk = forced_edge_chunk > 0 ? forced_edge_chunk : clamp_chunk(room / c.transient_per_edge, edges);
+  plan.atom_chunk = forced_atom_chunk > 0 ? forced_atom_chunk : clamp_chunk(room / c.transient_per_atom, atoms);
+  plan.predicted_peak =
+      resident + std::max(c.transient_per_edge * static_cast<double>(std::min(plan.edge_chunk, edges)),
+                          c.transient_per_atom * static_cast<double>(std::min(plan.atom_chunk, atoms)));
   return plan;
 }
 

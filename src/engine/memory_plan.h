@@ -9,10 +9,11 @@
 namespace flashmace {
 
 struct StageCosts {
-  double bytes_per_edge = 0;      // transient working set of one edge in the message stage
-  double bytes_per_atom = 0;      // transient working set of one atom in the node stage
+  double kept_per_edge = 0;       // what a step without recompute keeps per edge, all layers together
+  double kept_per_atom = 0;       // likewise per atom of the node stage
+  double transient_per_edge = 0;  // working set of one edge while its chunk is processed (one layer)
+  double transient_per_atom = 0;  // working set of one atom in the node stage (one layer)
   double resident_per_atom = 0;   // what lives for the whole step (features, saved layer inputs)
-  int num_layers = 1;
 };
 
 struct MemoryPlan {
