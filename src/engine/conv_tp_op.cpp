@@ -4,6 +4,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/conv_tp_specialized.h"
+#include "sc/sc_nvrtc.h"
 
 #if FLASHMACE_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
@@ -82,7 +84,7 @@ void* current_stream(at::Device device) { return c10::cuda::getCurrentCUDAStream
 
 }  // namespace
 
-ConvTPOp::ConvTPOp(const ConvTPDescriptor& desc, const at::TensorOptions& options)
+ConvTPOp::ConvTPOp(const ConvTPDescriptor& desc, const at::TensorOptions& options, bool specialize)
     : desc_(desc), packed_(pack_conv_tp(desc)) {
   const at::ScalarType dtype = options.dtype().toScalarType();
   if (dtype != at::kFloat && dtype != at::kDouble)
@@ -98,6 +100,22 @@ ConvTPOp::ConvTPOp(const ConvTPDescriptor& desc, const at::TensorOptions& option
   std::memcpy(p, packed_.terms.data(), packed_.terms.size() * sizeof(ConvTPKernelTerm));
   ints_ = ints.to(options.device());
   coeff_ = at::tensor(packed_.coeff, at::TensorOptions().dtype(at::kDouble)).to(options.device(), dtype);
+#if FLASHMACE_CUDA_KERNELS
+  if (specialize && options.device().is_cuda()) {
+    const c10::cuda::CUDAGuard guard(options.device());
+    std::string why;
+    specialized_ = ConvTPSpecialized::create(desc_, &why);
+    if (!specialized_)
+      sc_log_once("specialised conv TP kernels not available (" + why + "); using the table-driven CUDA kernels");
+  }
+#else
+  (void)specialize;
+#endif
+}
+
+std::string ConvTPOp::executor() const {
+  if (device().is_cpu()) return "cpu";
+  return specialized_ ? "specialized " + specialized_->arch() : "generic cuda";
 }
 
 template <typename T>
@@ -139,7 +157,10 @@ at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, cons
     } else {
 #if FLASHMACE_CUDA_KERNELS
       const c10::cuda::CUDAGuard guard(op.device());
-      conv_tp_forward_cuda(op.tables<scalar_t>(), g, agg.data_ptr<scalar_t>(), current_stream(op.device()));
+      if (op.specialized())
+        op.specialized()->forward(g, agg.data_ptr<scalar_t>(), current_stream(op.device()));
+      else
+        conv_tp_forward_cuda(op.tables<scalar_t>(), g, agg.data_ptr<scalar_t>(), current_stream(op.device()));
 #else
       no_cuda();
 #endif
@@ -168,12 +189,17 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
   ConvTPEdgeGrads out;
   out.dR = at::empty({E, d.weight_numel}, in.Y.options());
   out.dY = at::empty({E, d.dim_sh}, in.Y.options());
-  // Each edge's row, for the kernels that start from an edge (no search through row_ptr).
+  const ConvTPSpecialized* spec = op.specialized();
+  // Each edge's row, for the table-driven kernels that start from an edge (no search through row_ptr);
+  // the specialised ones start from rows and need scratch for partial dY and per-edge dx instead.
   const at::Tensor edge_row =
-      at::repeat_interleave(at::arange(nrows, in.row_ptr.options()), in.row_ptr.diff(), 0, E);
+      spec ? at::Tensor() : at::repeat_interleave(at::arange(nrows, in.row_ptr.options()), in.row_ptr.diff(), 0, E);
+  const at::Tensor dy_scratch = spec ? at::empty({E, spec->dy_scratch_columns()}, in.Y.options()) : at::Tensor();
+  const at::Tensor dx_scratch =
+      spec && dx.defined() ? at::empty({E, spec->dx_scratch_columns()}, in.Y.options()) : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES(op.dtype(), "conv_tp_aggregate_backward", [&] {
     ConvTPEdges<scalar_t> g = edges<scalar_t>(in.x, in.xindex, in.Y, in.R, in.row_ptr, nrows);
-    g.edge_row = edge_row.data_ptr<int64_t>();
+    if (edge_row.defined()) g.edge_row = edge_row.data_ptr<int64_t>();
     ConvTPGradients<scalar_t> grads;
     grads.dagg = g_agg.data_ptr<scalar_t>();
     grads.dR = out.dR.data_ptr<scalar_t>();
@@ -188,7 +214,11 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
     } else {
 #if FLASHMACE_CUDA_KERNELS
       const c10::cuda::CUDAGuard guard(op.device());
-      conv_tp_backward_cuda(op.tables<scalar_t>(), g, grads, current_stream(op.device()));
+      if (spec)
+        spec->backward(g, grads, dy_scratch.data_ptr<scalar_t>(),
+                       dx_scratch.defined() ? dx_scratch.data_ptr<scalar_t>() : nullptr, current_stream(op.device()));
+      else
+        conv_tp_backward_cuda(op.tables<scalar_t>(), g, grads, current_stream(op.device()));
 #else
       no_cuda();
 #endif

@@ -5,16 +5,26 @@
 // LibTorch's current stream). No autograd: callers run the backward explicitly.
 #include <ATen/ATen.h>
 
+#include <memory>
+#include <string>
+
 #include "engine/conv_tp_descriptor.h"
 #include "engine/conv_tp_kernels.h"
 
 namespace flashmace {
 
+class ConvTPSpecialized;
+
 // A descriptor's kernel tables in one dtype (float32 or float64) on one device; built once per model.
+// On CUDA, with `specialize`, the layer's kernels are also generated and compiled for this model
+// (conv_tp_specialized.h) and run instead of the table-driven ones; when that is not possible the
+// reason is logged once and the table-driven kernels run.
 class ConvTPOp {
  public:
-  ConvTPOp(const ConvTPDescriptor& desc, const at::TensorOptions& options);
+  ConvTPOp(const ConvTPDescriptor& desc, const at::TensorOptions& options, bool specialize = true);
   const ConvTPDescriptor& descriptor() const { return desc_; }
+  const ConvTPSpecialized* specialized() const { return specialized_.get(); }
+  std::string executor() const;  // "cpu", "generic cuda" or "specialized sm_XY"
   at::ScalarType dtype() const { return coeff_.scalar_type(); }
   at::Device device() const { return coeff_.device(); }
   template <typename T>
@@ -25,6 +35,7 @@ class ConvTPOp {
   ConvTPPacked packed_;  // host copy: sizes and offsets
   at::Tensor ints_;      // paths, runs, terms as int32, on the device
   at::Tensor coeff_;     // [terms] in the dtype, on the device
+  std::shared_ptr<const ConvTPSpecialized> specialized_;
 };
 
 // The edges sorted by xindex: perm [E] (stable) and ptr [num_x + 1], for the dx pass.

@@ -97,30 +97,34 @@ at::Tensor edge_geometry_vjp(const MaceParams& m, const EdgeGeometry& g, const a
   return gv;
 }
 
-at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& layers, const at::Tensor& ef, std::vector<at::Tensor>* pre) {
+std::vector<at::Tensor> fold_radial_mlp(const std::vector<at::Tensor>& layers) {
+  std::vector<at::Tensor> folded;
+  for (std::size_t k = 0; k < layers.size(); ++k)
+    folded.push_back((layers[k] * ((k > 0 ? kSiluNormalization : 1.0) /
+                                   std::sqrt(static_cast<double>(layers[k].size(0)))))
+                         .contiguous());
+  return folded;
+}
+
+at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre) {
   at::Tensor h = ef;
   pre->clear();
-  for (std::size_t k = 0; k < layers.size(); ++k) {
-    h = at::matmul(h, layers[k]) / std::sqrt(static_cast<double>(layers[k].size(0)));
-    if (k + 1 < layers.size()) {
+  for (std::size_t k = 0; k < folded.size(); ++k) {
+    h = at::mm(h, folded[k]);
+    if (k + 1 < folded.size()) {
       pre->push_back(h);
-      h = normalized_silu(h);
+      h = at::silu(h);
     }
   }
   return h;
 }
 
-at::Tensor radial_mlp_vjp(const std::vector<at::Tensor>& layers, const at::Tensor&, const std::vector<at::Tensor>& pre,
+at::Tensor radial_mlp_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
                           const at::Tensor& grad_out) {
   at::Tensor g = grad_out;
-  for (std::size_t k = layers.size(); k-- > 0;) {
-    if (k + 1 < layers.size()) {
-      // d/dz [c silu(z)] = c sigmoid(z) (1 + z (1 - sigmoid(z)))
-      const at::Tensor& z = pre[k];
-      const at::Tensor sig = at::sigmoid(z);
-      g = g * (kSiluNormalization * sig * (1.0 + z * (1.0 - sig)));
-    }
-    g = at::matmul(g, layers[k].t()) / std::sqrt(static_cast<double>(layers[k].size(0)));
+  for (std::size_t k = folded.size(); k-- > 0;) {
+    if (k + 1 < folded.size()) g = at::silu_backward(g, pre[k]);
+    g = at::mm(g, folded[k].t());
   }
   return g;
 }

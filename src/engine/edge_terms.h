@@ -13,6 +13,8 @@
 namespace flashmace {
 
 struct EdgeGeometry {
+  at::Tensor vectors;         // [Ec, 3] set only by the fused CUDA kernels (edge_geometry_op.h), which
+                              // leave r, u, y and def_dr undefined and recompute them in the backward
   at::Tensor r;               // [Ec, 1] lengths
   at::Tensor u;               // [Ec, 3] unit vectors
   std::vector<at::Tensor> y;  // y[l]: [Ec, 2l+1] spherical harmonics of block l
@@ -28,10 +30,13 @@ EdgeGeometry edge_geometry(const MaceParams& model, const at::Tensor& vectors, c
 at::Tensor edge_geometry_vjp(const MaceParams& model, const EdgeGeometry& geometry, const at::Tensor& grad_sh,
                              const at::Tensor& grad_ef);
 
-// Radial MLP (e3nn FullyConnectedNet, silu-normalised hidden layers, no biases). `pre` receives the
-// hidden pre-activations the backward pass needs.
-at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& layers, const at::Tensor& ef, std::vector<at::Tensor>* pre);
-at::Tensor radial_mlp_vjp(const std::vector<at::Tensor>& layers, const at::Tensor& ef, const std::vector<at::Tensor>& pre,
+// Radial MLP (e3nn FullyConnectedNet, silu-normalised hidden layers, no biases). The weights are
+// folded once per model: layer k's 1/sqrt(fan_in) and, for k > 0, the silu normalisation constant of
+// the activation before it are multiplied into W_k, so a layer is one GEMM and one plain silu.
+std::vector<at::Tensor> fold_radial_mlp(const std::vector<at::Tensor>& layers);
+// `pre` receives the hidden pre-activations the backward pass needs.
+at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);
+at::Tensor radial_mlp_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
                           const at::Tensor& grad_out);
 
 // Density term tanh((ef W / sqrt(n))^2) [Ec, 1] of RealAgnosticDensity* blocks and its ef-gradient.

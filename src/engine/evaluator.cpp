@@ -121,6 +121,7 @@ class FastEvaluator : public TensorEvaluator {
                 EngineSettings{o.edge_chunk, o.atom_chunk, o.memory_bytes, o.sc, o.log}) {}
   const MaceConfig& config() const override { return engine_.params().config; }
   std::string sc_executor() const override { return engine_.sc_executor(); }
+  std::string tp_executor() const override { return engine_.tp_executor(); }
   void set_stage_timer(StageTimer* timer) override { engine_.set_stage_timer(timer); }
 
  protected:

@@ -69,6 +69,7 @@ class Evaluator {
   // The symmetric-contraction executor in use ("cpu generic", "specialized sm_90", ...; "" for the
   // reference path's einsum).
   virtual std::string sc_executor() const { return ""; }
+  virtual std::string tp_executor() const { return ""; }  // the conv TP kernels (fast path)
   double cutoff() const { return config().r_max; }
 
   // One evaluation. With a halo exchanger, ghost rows of the node features are refreshed from their

@@ -63,13 +63,14 @@ std::vector<EdgeChunk> edge_chunks(const at::Tensor& receiver_sorted, int64_t ch
 }  // namespace
 
 FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings settings)
-    : p_(std::move(params)), settings_(std::move(settings)) {
+    : p_(std::move(params)), settings_(std::move(settings)), geometry_(p_) {
   const MaceConfig& c = p_.config;
   const int Z = c.num_elements();
   const InteractionParams& L0 = p_.layers[0];
   h0_table_ = p_.node_embedding / std::sqrt(static_cast<double>(Z));
   hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.in);
-  for (const InteractionParams& L : p_.layers) tp_.emplace_back(ConvTPDescriptor::build(L.in, p_.sh, L.tp), p_.options);
+  for (const InteractionParams& L : p_.layers)
+    messages_.emplace_back(L, ConvTPOp(ConvTPDescriptor::build(L.in, p_.sh, L.tp), p_.options));
   for (int t = 0; t < c.num_interactions; ++t) sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);
 
   // Memory estimates from the shapes (element size x live values; calibrated on the H200 runs of
@@ -82,10 +83,11 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
     const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
     // Kept per edge: geometry (r, u, harmonics, radial features and their slope), the MLP's
     // pre-activations and its output R. In flight in the backward pass: dR, the MLP's gradients, dY,
-    // dE/dv, and the message sums of the chunk's rows (about one row per 8 edges in sparse graphs).
+    // dE/dv, the message sums of the chunk's rows (about one row per 8 edges in sparse graphs) and
+    // the generated TP kernels' scratch (per-edge x-gradients, per-warp partial dY).
     costs_.kept_per_edge += s * (W + radial + 2 * sh + 2 * nb + 8);
     costs_.transient_per_edge =
-        std::max(costs_.transient_per_edge, s * (2 * W + 2 * radial + 3 * sh + 3 * nb + 16 + mid / 8));
+        std::max(costs_.transient_per_edge, s * (2 * W + 2 * radial + 7 * sh + 3 * nb + 16 + mid / 8 + in));
     // Per atom in the node stage: kept, the normalised message, the SC input and the features; in
     // flight, their copies and gradients and the SC output (the SC executors keep no intermediates).
     const double target = L.target.dim(), out = L.out.dim();
@@ -203,7 +205,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
       MessageChunkState state;
       lap(timer_, "edges_forward");
       const MessageChunkOutput out =
-          message_chunk_forward(p_, L, tp_[t], message_input(ch, t, S.hu), &state, true, timer_);
+          message_chunk_forward(geometry_, messages_[t], message_input(ch, t, S.hu), &state, true, timer_);
       // Split projection (DESIGN.md idea 3): the linear commutes with the sum over edges, so each
       // chunk's partial sums are projected right away and the [nlocal, dim(mid)] sum never exists.
       S.mlin.narrow(0, ch.row0, ch.nrows).add_(e3nn_linear(out.aggregate, L.linear, L.tp.mid, L.target));
@@ -263,12 +265,12 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
       if (keep)
         state = std::move(S.edges[k]);
       else
-        message_chunk_forward(p_, L, tp_[t], in, &state, /*aggregate=*/false, timer_);
+        message_chunk_forward(geometry_, messages_[t], in, &state, /*aggregate=*/false, timer_);
       // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
       const at::Tensor dagg = e3nn_linear_transpose(dmlin.narrow(0, ch.row0, ch.nrows), L.linear, L.tp.mid, L.target);
       const at::Tensor dd = L.density ? ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
       lap(timer_, "edges_backward");
-      grad_v.narrow(0, ch.begin, ch.count).add_(message_chunk_backward(p_, L, tp_[t], in, state, dagg, dd, &dhu, timer_));
+      grad_v.narrow(0, ch.begin, ch.count).add_(message_chunk_backward(geometry_, messages_[t], in, state, dagg, dd, &dhu, timer_));
     }
     S.edges.clear();
     lap(timer_, "edges_backward");

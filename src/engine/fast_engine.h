@@ -11,9 +11,10 @@
 #include <functional>
 #include <string>
 
-#include "engine/conv_tp_op.h"
+#include "engine/edge_geometry_op.h"
 #include "engine/evaluator.h"
 #include "engine/memory_plan.h"
+#include "engine/message_stage.h"
 #include "engine/sc_op.h"
 #include "model/mace_forward.h"
 #include "model/mace_params.h"
@@ -42,6 +43,7 @@ class FastEngine {
 
   const MaceParams& params() const { return p_; }
   std::string sc_executor() const { return sc_.empty() ? "" : sc_.front().executor(); }
+  std::string tp_executor() const { return messages_.empty() ? "" : messages_.front().tp.executor(); }
   void set_stage_timer(StageTimer* timer) { timer_ = timer; }
 
   // graph: species [ntotal], sender/receiver [E] (int64); vectors [E, 3] float64; all on the model's
@@ -60,7 +62,8 @@ class FastEngine {
   int64_t planned_atoms_ = -1, planned_edges_ = -1;
   at::Tensor h0_table_;    // [Z, dim(in_0)]: first-layer node features depend only on the species
   at::Tensor hu0_table_;   // [Z, dim(in_0)]: their linear_up
-  std::vector<ConvTPOp> tp_;  // per layer: the fused tensor-product kernels' tables
+  EdgeGeometryOp geometry_;            // harmonics and radial features of the edges
+  std::vector<MessageLayer> messages_;  // per layer: folded radial MLP, fused tensor-product kernels
   std::vector<ScOp> sc_;      // per layer: the symmetric-contraction executor
   StageTimer* timer_ = nullptr;
 

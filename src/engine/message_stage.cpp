@@ -31,17 +31,19 @@ at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows) {
   return at::cat({at::zeros({1}, counts.options()), at::cumsum(counts, 0)});
 }
 
-MessageChunkOutput message_chunk_forward(const MaceParams& m, const InteractionParams& L, const ConvTPOp& tp,
+MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                          const MessageChunkInput& in, MessageChunkState* s, bool aggregate,
                                          StageTimer* timer) {
-  s->geometry = edge_geometry(m, in.vectors, in.z_sender, in.z_receiver);
+  const InteractionParams& L = *layer.params;
+  s->geometry = geometry.forward(in.vectors, in.z_sender, in.z_receiver);
   lap(timer, "edge_geometry");
-  s->radial = radial_mlp_forward(L.radial_layers, s->geometry.ef, &s->mlp_pre);
+  s->radial = radial_mlp_forward(layer.radial, s->geometry.ef, &s->mlp_pre);
   lap(timer, "radial_mlp");
   MessageChunkOutput out;
   if (!aggregate) return out;
   // Fused gather + tensor product + radial weights + receiver sum: no per-edge message tensor.
-  out.aggregate = conv_tp_aggregate(tp, in.x_table, in.x_index, s->geometry.sh, s->radial, in.row_ptr, in.nrows);
+  out.aggregate =
+      conv_tp_aggregate(layer.tp, in.x_table, in.x_index, s->geometry.sh, s->radial, in.row_ptr, in.nrows);
   lap(timer, "tp_forward");
   if (L.density) {
     s->density = density_forward(L, s->geometry.ef);
@@ -50,9 +52,11 @@ MessageChunkOutput message_chunk_forward(const MaceParams& m, const InteractionP
   return out;
 }
 
-at::Tensor message_chunk_backward(const MaceParams& m, const InteractionParams& L, const ConvTPOp& tp,
+at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                   const MessageChunkInput& in, MessageChunkState& s, const at::Tensor& grad_aggregate,
                                   const at::Tensor& grad_density, at::Tensor* x_table_grad, StageTimer* timer) {
+  const InteractionParams& L = *layer.params;
+  const ConvTPOp& tp = layer.tp;
   const ConvTPEdgeGrads g =
       in.x_gradient
           ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial, in.row_ptr,
@@ -60,10 +64,10 @@ at::Tensor message_chunk_backward(const MaceParams& m, const InteractionParams& 
           : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                        in.row_ptr);
   lap(timer, "tp_backward");
-  at::Tensor grad_ef = radial_mlp_vjp(L.radial_layers, s.geometry.ef, s.mlp_pre, g.dR);
+  at::Tensor grad_ef = radial_mlp_vjp(layer.radial, s.mlp_pre, g.dR);
   if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
   lap(timer, "radial_backward");
-  const at::Tensor gv = edge_geometry_vjp(m, s.geometry, g.dY, grad_ef);
+  const at::Tensor gv = geometry.vjp(s.geometry, g.dY, grad_ef);
   lap(timer, "geometry_backward");
   s = MessageChunkState{};
   return gv;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/conv_tp_op.h"
+#include "engine/edge_geometry_op.h"
 #include "engine/edge_terms.h"
 #include "model/mace_params.h"
 
@@ -40,16 +41,25 @@ struct MessageChunkOutput {
 
 class StageTimer;
 
-// tp: the layer's fused tensor-product kernels (conv_tp_op.h). aggregate = false recomputes only what
+// What one layer's message stage runs with, built once per model.
+struct MessageLayer {
+  MessageLayer(const InteractionParams& layer, ConvTPOp tp)
+      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)) {}
+  const InteractionParams* params;  // the model's layer (density weights)
+  std::vector<at::Tensor> radial;   // fold_radial_mlp of its radial MLP
+  ConvTPOp tp;                      // its fused tensor-product kernels (conv_tp_op.h)
+};
+
+// geometry: the model's edge geometry (edge_geometry_op.h). aggregate = false recomputes only what
 // the backward pass needs (geometry, radial MLP), not the messages. A timer, if given, is charged
 // per piece (edge_geometry, radial_mlp, tp_forward; tp_backward, radial_backward, geometry_backward).
-MessageChunkOutput message_chunk_forward(const MaceParams& model, const InteractionParams& layer, const ConvTPOp& tp,
+MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                          const MessageChunkInput& in, MessageChunkState* state, bool aggregate = true,
                                          StageTimer* timer = nullptr);
 
 // From d(aggregate) [nrows, dim(mid)] and d(density) [nrows] (density blocks): returns dE/dv [Ec, 3]
 // and, if in.x_gradient, adds d(x_table) into *x_table_grad. Consumes the state.
-at::Tensor message_chunk_backward(const MaceParams& model, const InteractionParams& layer, const ConvTPOp& tp,
+at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                   const MessageChunkInput& in,
                                   MessageChunkState& state, const at::Tensor& grad_aggregate,
                                   const at::Tensor& grad_density, at::Tensor* x_table_grad,

@@ -185,7 +185,8 @@ void PairMACEFlash::load_model() {
                              std::to_string(config.r_max) + " A, " + std::to_string(config.num_interactions) +
                              " interactions, hidden irreps " + config.hidden_irreps + ", " +
                              model_->dtype() + " on " + model_->device() + ", " + path_ + " path" +
-                             (model_->sc_executor().empty() ? "" : ", SC " + model_->sc_executor()) + "\n"));
+                             (model_->sc_executor().empty() ? "" : ", SC " + model_->sc_executor()) +
+                             (model_->tp_executor().empty() ? "" : ", conv TP " + model_->tp_executor()) + "\n"));
 }
 
 void PairMACEFlash::init_style() {

@@ -18,14 +18,6 @@ namespace flashmace {
 
 namespace {
 
-std::string literal(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // an integer would be an int literal
-  return "T(" + s + ")";
-}
-
 // Names of the per-(block, m, path) values: forward accumulators s_o_m_P, backward gm_o_m_P.
 std::string slot(const char* prefix, std::size_t o, int m, int path) {
   return std::string(prefix) + std::to_string(o) + "_" + std::to_string(m) + "_" + std::to_string(path);
@@ -87,7 +79,7 @@ void emit_forward_walk(std::ostringstream& s, const ScDescriptor& d, const Tree&
   s << indent(depth) << "{\n";
   emit_value(s, d, j, depth);
   for (const TermRef& r : t.terms[j])
-    s << indent(depth + 1) << slot("s", r.block, r.term->m, r.term->path) << " += " << literal(r.term->coeff) << " * v"
+    s << indent(depth + 1) << slot("s", r.block, r.term->m, r.term->path) << " += " << cuda_literal(r.term->coeff) << " * v"
       << depth << ";\n";
   for (int child : t.children[j]) emit_forward_walk(s, d, t, child, depth + 1);
   s << indent(depth) << "}\n";
@@ -99,7 +91,7 @@ void emit_backward_walk(std::ostringstream& s, const ScDescriptor& d, const Tree
   if (!t.children[j].empty()) emit_value(s, d, j, depth);
   s << indent(depth + 1) << "T g" << depth << " = T(0);\n";
   for (const TermRef& r : t.terms[j])
-    s << indent(depth + 1) << "g" << depth << " += " << literal(r.term->coeff) << " * "
+    s << indent(depth + 1) << "g" << depth << " += " << cuda_literal(r.term->coeff) << " * "
       << slot("gm", r.block, r.term->m, r.term->path) << ";\n";
   for (int child : t.children[j]) emit_backward_walk(s, d, t, child, depth + 1);
   if (depth == 0) {
@@ -112,6 +104,14 @@ void emit_backward_walk(std::ostringstream& s, const ScDescriptor& d, const Tree
 }
 
 }  // namespace
+
+std::string cuda_literal(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // an integer would be an int literal
+  return "T(" + s + ")";
+}
 
 int packed_weight_paths(const ScDescriptor& d) {
   int p = 0;

@@ -56,4 +56,22 @@ void check(CUresult rc, const std::string& what) {
   throw Error(what + ": " + (msg ? msg : "CUDA driver error " + std::to_string(rc)));
 }
 
+std::string current_arch() {
+  const Api& a = api();
+  CUcontext ctx = nullptr;
+  check(a.ctx_get_current(&ctx), "cuCtxGetCurrent");
+  if (!ctx) {
+    CUdevice dev = 0;
+    check(a.device_get(&dev, 0), "cuDeviceGet(0)");
+    check(a.primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(a.ctx_set_current(ctx), "cuCtxSetCurrent");
+  }
+  CUdevice dev = 0;
+  check(a.ctx_get_device(&dev), "cuCtxGetDevice");
+  int major = 0, minor = 0;
+  check(a.device_get_attribute(&major, kAttrComputeCapabilityMajor, dev), "cuDeviceGetAttribute");
+  check(a.device_get_attribute(&minor, kAttrComputeCapabilityMinor, dev), "cuDeviceGetAttribute");
+  return "sm_" + std::to_string(major) + std::to_string(minor);
+}
+
 }  // namespace flashmace::cuda_driver

@@ -1,5 +1,5 @@
 #pragma once
-// Internal to src/sc: the few CUDA driver API entry points the specialised executor needs, loaded
+// The few CUDA driver API entry points the specialised executors (SC, conv TP) need, loaded
 // from libcuda.so.1 at first use. Declared here (no cuda.h): results are ints (0 = CUDA_SUCCESS),
 // handles are opaque pointers, device pointers are 64-bit integers.
 #include <cstddef>
@@ -41,5 +41,8 @@ constexpr int kAttrComputeCapabilityMinor = 76;
 const Api& api();  // loaded and cuInit'ed once
 // Throws flashmace::Error "<what>: <driver message>" when rc is not CUDA_SUCCESS.
 void check(CUresult rc, const std::string& what);
+// The current context's device as "sm_XY" (the primary context of device 0 is made current first
+// when the thread has none, as the CUDA runtime would). Throws flashmace::Error on driver errors.
+std::string current_arch();
 
 }  // namespace flashmace::cuda_driver

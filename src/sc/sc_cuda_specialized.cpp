@@ -15,26 +15,6 @@ namespace {
 
 namespace drv = cuda_driver;
 
-// The current context's device as "sm_XY"; makes the device's primary context current first
-// when the thread has none (what the CUDA runtime would do).
-std::string current_arch() {
-  const drv::Api& a = drv::api();
-  drv::CUcontext ctx = nullptr;
-  drv::check(a.ctx_get_current(&ctx), "cuCtxGetCurrent");
-  if (!ctx) {
-    drv::CUdevice dev = 0;
-    drv::check(a.device_get(&dev, 0), "cuDeviceGet(0)");
-    drv::check(a.primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    drv::check(a.ctx_set_current(ctx), "cuCtxSetCurrent");
-  }
-  drv::CUdevice dev = 0;
-  drv::check(a.ctx_get_device(&dev), "cuCtxGetDevice");
-  int major = 0, minor = 0;
-  drv::check(a.device_get_attribute(&major, drv::kAttrComputeCapabilityMajor, dev), "cuDeviceGetAttribute");
-  drv::check(a.device_get_attribute(&minor, drv::kAttrComputeCapabilityMinor, dev), "cuDeviceGetAttribute");
-  return "sm_" + std::to_string(major) + std::to_string(minor);
-}
-
 template <typename T>
 class SpecializedCudaSc final : public ScCudaExecutor<T> {
  public:
@@ -104,7 +84,7 @@ std::unique_ptr<ScCudaExecutor<T>> make_specialized_cuda_sc(const ScDescriptor& 
     return nullptr;
   }
   try {
-    const std::string arch = current_arch();
+    const std::string arch = drv::current_arch();
     const ScCubin cubin = compile_cubin(generate_sc_cuda_source(d), arch);
     if (!cubin) {
       *why_not = cubin.error;

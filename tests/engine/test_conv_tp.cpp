@@ -11,8 +11,11 @@
 #include <random>
 
 #include "core/model_file.h"
+#include "engine/conv_tp_codegen.h"
 #include "engine/conv_tp_op.h"
+#include "engine/conv_tp_specialized.h"
 #include "engine/test_conv_tp_support.h"
+#include "sc/sc_nvrtc.h"
 #include "model/device.h"
 #include "model/mace_params.h"
 #include "test_support.h"
@@ -51,8 +54,12 @@ struct Results {
 };
 
 // The kernels on p (its dtype and device); dx accumulated onto a non-zero start and returned minus it.
-Results run_kernels(const ConvTPProblem& p) {
-  const ConvTPOp op(ConvTPDescriptor::build(p.in1, p.sh, p.layout), p.x.options());
+// specialize: on CUDA, the generated kernels (required to be available) instead of the table-driven ones.
+Results run_kernels(const ConvTPProblem& p, bool specialize = false) {
+  const ConvTPOp op(ConvTPDescriptor::build(p.in1, p.sh, p.layout), p.x.options(), specialize);
+  if (specialize && p.x.is_cuda()) {
+    EXPECT_NE(op.specialized(), nullptr) << "specialised kernels not built";
+  }
   Results r;
   r.agg = conv_tp_aggregate(op, p.x, p.xindex, p.Y, p.R, p.row_ptr, p.nrows);
   const at::Tensor dx0 = at::full_like(p.x, 0.25);
@@ -99,16 +106,18 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> segment_patterns(std::
 
 // Checks every pattern, x by sender (many rows) and by species (3 rows), float64 and float32.
 void check_layout(const Irreps& in1, const Irreps& sh, const ConvTPLayout& layout, const at::Device& device,
-                  uint64_t seed, const std::string& name) {
+                  uint64_t seed, const std::string& name, bool specialize = false) {
   std::mt19937 rng(static_cast<unsigned>(seed));
   for (const auto& [pattern, counts] : segment_patterns(rng))
     for (const auto& [xname, num_x] : {std::pair<std::string, int64_t>{"sender", 17}, {"species", 3}}) {
       const std::string what = name + "/" + pattern + "/" + xname;
       const ConvTPProblem p64 = testing::make_conv_tp_problem(in1, sh, layout, counts, num_x, seed++);
       const ConvTPReference ref = testing::conv_tp_reference(p64);
-      const Results got64 = run_kernels(testing::convert(p64, at::TensorOptions().dtype(at::kDouble).device(device)));
+      const Results got64 =
+          run_kernels(testing::convert(p64, at::TensorOptions().dtype(at::kDouble).device(device)), specialize);
       expect_matches(got64, ref, kRelTolF64, what + " float64");
-      const Results got32 = run_kernels(testing::convert(p64, at::TensorOptions().dtype(at::kFloat).device(device)));
+      const Results got32 =
+          run_kernels(testing::convert(p64, at::TensorOptions().dtype(at::kFloat).device(device)), specialize);
       expect_matches(got32, ref, kRelTolF32, what + " float32");
     }
   print_worst();
@@ -151,6 +160,27 @@ void check_random_layouts(const at::Device& device) {
   }
 }
 
+// Layouts the code generator specialises (every path of one multiplicity, a multiple of 32): MACE's
+// first and later layers, padded harmonics (9 -> 16), several warps per row, odd-parity inputs.
+struct NamedLayout {
+  std::string name;
+  Irreps in1, sh;
+  ConvTPLayout layout;
+};
+std::vector<NamedLayout> specializable_layouts() {
+  std::vector<NamedLayout> out;
+  const auto add = [&](const std::string& in, int lmax, const std::string& target) {
+    const Irreps in1 = Irreps::parse(in), sh = Irreps::spherical_harmonics(lmax);
+    out.push_back({in + " x sh" + std::to_string(lmax) + " -> " + target, in1, sh,
+                   conv_tp_layout(in1, sh, Irreps::parse(target))});
+  };
+  add("32x0e", 3, "0e+1o+2e+3o");
+  add("64x0e+64x1o", 3, "0e+1o+2e+3o");
+  add("32x0e+32x1o+32x2e", 2, "0e+1o+2e");
+  add("32x1o+32x1e", 1, "0e+1o+1e");
+  return out;
+}
+
 bool gpu_kernels_available() {
 #if FLASHMACE_CUDA_KERNELS
   return cuda_available();
@@ -172,6 +202,32 @@ TEST(ConvTPDescriptor, KeepsOnlyStructuralNonZerosWithAlpha) {
     }
   }
   EXPECT_EQ(d.weight_numel, conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e")).weight_numel);
+}
+
+TEST(ConvTPCodegen, SpecializableLayoutsCompileWithNvrtc) {
+  if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
+  for (const NamedLayout& l : specializable_layouts()) {
+    const ConvTPDescriptor d = ConvTPDescriptor::build(l.in1, l.sh, l.layout);
+    ASSERT_EQ(conv_tp_specialization_unsupported(d), "") << l.name;
+    const std::string src = generate_conv_tp_cuda_source(d);
+    EXPECT_EQ(src, generate_conv_tp_cuda_source(d)) << "not deterministic: " << l.name;
+    const ScCubin c = compile_cubin(src, "sm_90");
+    EXPECT_TRUE(c) << l.name << ": " << c.error;
+  }
+}
+
+TEST(ConvTPCodegen, NamesWhatItCannotSpecialize) {
+  const Irreps sh = Irreps::spherical_harmonics(2);
+  const auto why = [&](const std::string& in, const std::string& target) {
+    const Irreps in1 = Irreps::parse(in);
+    return conv_tp_specialization_unsupported(ConvTPDescriptor::build(in1, sh, conv_tp_layout(in1, sh, Irreps::parse(target))));
+  };
+  EXPECT_NE(why("32x0e+16x1o", "0e+1o").find("different multiplicities"), std::string::npos);
+  EXPECT_NE(why("16x0e", "0e+1o").find("not a multiple of 32"), std::string::npos);
+  const Irreps in1 = Irreps::parse("32x0e"), sh6 = Irreps::spherical_harmonics(6);
+  EXPECT_NE(conv_tp_specialization_unsupported(ConvTPDescriptor::build(in1, sh6, conv_tp_layout(in1, sh6, Irreps::parse("0e"))))
+                .find("more than 32"),
+            std::string::npos);
 }
 
 TEST(ConvTPKernelsCpu, ReferenceModelsMatchReferencePath) { check_reference_models(at::kCPU); }
@@ -198,6 +254,26 @@ TEST(ConvTPKernelsGpu, ReferenceModelsMatchReferencePath) {
 TEST(ConvTPKernelsGpu, RandomIrrepsMatchReferencePath) {
   if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
   check_random_layouts(at::Device(at::kCUDA, 0));
+}
+
+TEST(ConvTPSpecializedGpu, MatchesReferencePath) {
+  if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
+  uint64_t seed = 5000;
+  for (const NamedLayout& l : specializable_layouts())
+    check_layout(l.in1, l.sh, l.layout, at::Device(at::kCUDA, 0), seed += 10, l.name, /*specialize=*/true);
+}
+
+TEST(ConvTPSpecializedGpu, RepeatedRunsAreBitwiseEqual) {
+  if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
+  const NamedLayout l = specializable_layouts()[1];
+  const ConvTPProblem p =
+      testing::convert(testing::make_conv_tp_problem(l.in1, l.sh, l.layout, std::vector<int64_t>(50, 40), 60, 12),
+                       at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+  const Results a = run_kernels(p, true), b = run_kernels(p, true);
+  EXPECT_TRUE(at::equal(a.agg, b.agg));
+  EXPECT_TRUE(at::equal(a.dR, b.dR));
+  EXPECT_TRUE(at::equal(a.dY, b.dY));
+  EXPECT_TRUE(at::equal(a.dx, b.dx));
 }
 
 TEST(ConvTPKernelsGpu, RepeatedRunsAreBitwiseEqual) {

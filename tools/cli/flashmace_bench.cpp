@@ -258,9 +258,10 @@ int main(int argc, char** argv) {
     flashmace::Evaluator& model = *evaluator;
     const std::string hardware = flashmace::device_name(o.device);
     if (!model.sc_executor().empty()) std::printf("symmetric contraction: %s\n", model.sc_executor().c_str());
+    if (!model.tp_executor().empty()) std::printf("conv tensor product: %s\n", model.tp_executor().c_str());
     nlohmann::json out = {{"model", o.model},     {"path", o.path},     {"dtype", o.dtype}, {"device", o.device},
                           {"hardware", hardware}, {"warmup", o.warmup}, {"steps", o.steps},
-                          {"sc_executor", model.sc_executor()}};
+                          {"sc_executor", model.sc_executor()}, {"tp_executor", model.tp_executor()}};
     if (!o.sweep) {
       const Measurement m = measure(model, structure_for(o, file.config(), o.cells), o);
       print(m, o, hardware);

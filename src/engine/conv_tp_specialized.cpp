@@ -1,0 +1,134 @@
+// Compiles conv_tp_codegen.h's kernels for one layer (NVRTC, cached on disk) and launches them
+// through the driver API (sc/sc_cuda_driver.h), so this file needs neither nvcc nor a GPU to build.
+#include "engine/conv_tp_specialized.h"
+
+#include <map>
+#include <type_traits>
+
+#include "core/error.h"
+#include "engine/conv_tp_codegen.h"
+#include "sc/sc_cuda_driver.h"
+#include "sc/sc_nvrtc.h"
+
+namespace flashmace {
+
+namespace {
+
+namespace drv = cuda_driver;
+
+const char* const kKernels[] = {"tp_forward", "tp_backward", "tp_dy_reduce", "tp_dx_gather"};
+
+class LoadedConvTP final : public ConvTPSpecialized {
+ public:
+  LoadedConvTP(const ConvTPDescriptor& d, const std::vector<char>& cubin, std::string arch) {
+    channels_ = d.max_mul;
+    dim_in1_ = d.dim_in1;
+    dim_sh_ = d.dim_sh;
+    dy_parts_ = conv_tp_dy_parts(d);
+    dy_padded_ = conv_tp_dy_padded(d);
+    arch_ = std::move(arch);
+    const drv::Api& a = drv::api();
+    drv::check(a.module_load_data(&module_, cubin.data()), "loading the conv TP kernels (cuModuleLoadData)");
+    try {
+      for (const char* k : kKernels)
+        for (const char* suffix : {"_f32", "_f64"}) {
+          drv::CUfunction f = nullptr;
+          const std::string name = std::string(k) + suffix;
+          drv::check(a.module_get_function(&f, module_, name.c_str()), "cuModuleGetFunction(" + name + ")");
+          functions_[name] = f;
+        }
+    } catch (...) {
+      a.module_unload(module_);
+      throw;
+    }
+  }
+  ~LoadedConvTP() override { drv::api().module_unload(module_); }
+  LoadedConvTP(const LoadedConvTP&) = delete;
+  LoadedConvTP& operator=(const LoadedConvTP&) = delete;
+
+ private:
+  void launch(const std::string& name, bool f64, long long threads, void** args, void* stream) const override {
+    if (threads <= 0) return;
+    const std::string full = name + (f64 ? "_f64" : "_f32");
+    const long long blocks = (threads + kConvTPSpecializedThreads - 1) / kConvTPSpecializedThreads;
+    drv::check(drv::api().launch_kernel(functions_.at(full), static_cast<unsigned>(blocks), 1, 1,
+                                        kConvTPSpecializedThreads, 1, 1, 0, static_cast<drv::CUstream>(stream), args,
+                                        nullptr),
+               "launching " + full);
+  }
+
+  drv::CUmodule module_ = nullptr;
+  std::map<std::string, drv::CUfunction> functions_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConvTPSpecialized> ConvTPSpecialized::create(const ConvTPDescriptor& d, std::string* why_not) {
+  if (std::string why = conv_tp_specialization_unsupported(d); !why.empty()) {
+    *why_not = why;
+    return nullptr;
+  }
+  const drv::Api& a = drv::api();
+  if (!a.error.empty()) {
+    *why_not = a.error;
+    return nullptr;
+  }
+  try {
+    const std::string arch = drv::current_arch();
+    const ScCubin cubin = compile_cubin(generate_conv_tp_cuda_source(d), arch);
+    if (!cubin) {
+      *why_not = cubin.error;
+      return nullptr;
+    }
+    return std::make_unique<LoadedConvTP>(d, cubin.image, arch);
+  } catch (const Error& e) {
+    *why_not = e.what();
+    return nullptr;
+  }
+}
+
+template <typename T>
+void ConvTPSpecialized::forward(const ConvTPEdges<T>& g, T* agg, void* stream) const {
+  const T* x = g.x;
+  const long long* xindex = reinterpret_cast<const long long*>(g.xindex);
+  const T *Y = g.Y, *R = g.R;
+  const long long* row_ptr = reinterpret_cast<const long long*>(g.row_ptr);
+  long long nrows = g.nrows;
+  void* args[] = {&x, &xindex, &Y, &R, &row_ptr, &agg, &nrows};
+  launch("tp_forward", std::is_same_v<T, double>, nrows * channels_, args, stream);
+}
+
+template <typename T>
+void ConvTPSpecialized::backward(const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, T* dYp, T* dxe,
+                                 void* stream) const {
+  const bool f64 = std::is_same_v<T, double>;
+  if (g.num_edges == 0) return;
+  const T* x = g.x;
+  const long long* xindex = reinterpret_cast<const long long*>(g.xindex);
+  const T *Y = g.Y, *R = g.R, *dagg = d.dagg;
+  const long long* row_ptr = reinterpret_cast<const long long*>(g.row_ptr);
+  long long nrows = g.nrows, E = g.num_edges, num_x = g.num_x;
+  T *dR = d.dR, *dY = d.dY, *dx = d.dx;
+  T* dxe_or_null = dx ? dxe : nullptr;
+  void* bwd[] = {&x, &xindex, &Y, &R, &row_ptr, &dagg, &dR, &dYp, &dxe_or_null, &nrows};
+  launch("tp_backward", f64, nrows * channels_, bwd, stream);
+  const T* dYp_in = dYp;
+  void* reduce[] = {&dYp_in, &dY, &E};
+  launch("tp_dy_reduce", f64, E * dim_sh_, reduce, stream);
+  if (dx) {
+    const T* dxe_in = dxe;
+    const long long* x_perm = reinterpret_cast<const long long*>(d.x_perm);
+    const long long* x_ptr = reinterpret_cast<const long long*>(d.x_ptr);
+    void* gather[] = {&dxe_in, &x_perm, &x_ptr, &dx, &num_x};
+    launch("tp_dx_gather", f64, num_x * dim_in1_, gather, stream);
+  }
+}
+
+template void ConvTPSpecialized::forward<float>(const ConvTPEdges<float>&, float*, void*) const;
+template void ConvTPSpecialized::forward<double>(const ConvTPEdges<double>&, double*, void*) const;
+template void ConvTPSpecialized::backward<float>(const ConvTPEdges<float>&, const ConvTPGradients<float>&, float*,
+                                                 float*, void*) const;
+template void ConvTPSpecialized::backward<double>(const ConvTPEdges<double>&, const ConvTPGradients<double>&,
+                                                  double*, double*, void*) const;
+
+}  // namespace flashmace

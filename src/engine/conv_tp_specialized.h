@@ -1,0 +1,39 @@
+#pragma once
+// The specialised conv TP kernels of one layer (conv_tp_codegen.h), compiled by NVRTC for the
+// current GPU (through the SC kernels' disk cache, sc/sc_nvrtc.h) and launched with the driver API
+// on the caller's stream. Torch-free: the caller owns every buffer, including the backward pass's
+// scratch (dYp, dxe: sizes below).
+#include <memory>
+#include <string>
+
+#include "engine/conv_tp_descriptor.h"
+#include "engine/conv_tp_kernels.h"
+
+namespace flashmace {
+
+class ConvTPSpecialized {
+ public:
+  // nullptr, with the reason in *why_not, when the layer is not specialisable or NVRTC, the driver or
+  // the compilation fails (the generic kernels then run).
+  static std::unique_ptr<ConvTPSpecialized> create(const ConvTPDescriptor& d, std::string* why_not);
+  virtual ~ConvTPSpecialized() = default;
+
+  int dy_scratch_columns() const { return dy_parts_ * dy_padded_; }  // dYp is [E, dy_scratch_columns]
+  int dx_scratch_columns() const { return dim_in1_; }                 // dxe is [E, dim_in1] (with dx only)
+  const std::string& arch() const { return arch_; }
+
+  template <typename T>
+  void forward(const ConvTPEdges<T>& g, T* agg, void* stream) const;
+  // As conv_tp_backward_cuda; dYp and (when d.dx is set) dxe are scratch of the sizes above.
+  template <typename T>
+  void backward(const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, T* dYp, T* dxe, void* stream) const;
+
+ protected:
+  ConvTPSpecialized() = default;
+  int channels_ = 0, dim_in1_ = 0, dim_sh_ = 0, dy_parts_ = 0, dy_padded_ = 0;
+  std::string arch_;
+  // Launches kernel `name` (without the _f32/_f64 suffix) over `threads` threads.
+  virtual void launch(const std::string& name, bool f64, long long threads, void** args, void* stream) const = 0;
+};
+
+}  // namespace flashmace

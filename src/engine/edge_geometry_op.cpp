@@ -1,0 +1,98 @@
+#include "engine/edge_geometry_op.h"
+
+#include <cmath>
+#include <vector>
+
+#include "engine/edge_geometry_kernels.h"
+
+#if FLASHMACE_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace flashmace {
+
+EdgeGeometryOp::EdgeGeometryOp(const MaceParams& model) : m_(model) {
+#if FLASHMACE_CUDA_KERNELS
+  const int lmax = m_.spherical_harmonics.lmax();
+  const int64_t nb = m_.bessel_weights.size(0);
+  if (!m_.options.device().is_cuda() || !m_.config.distance_transform.empty() || lmax > kGeometryMaxLmax ||
+      nb > kGeometryMaxBasis)
+    return;
+  std::vector<int32_t> terms;
+  std::vector<double> coeff;
+  for (int l = 2; l <= lmax; ++l) {
+    const at::Tensor c = m_.spherical_harmonics.coupling(l).to(at::kCPU, at::kDouble).contiguous();
+    const double* cp = c.data_ptr<double>();
+    for (int i = 0; i < 2 * l - 1; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 2 * l + 1; ++k) {
+          const double value = cp[(i * 3 + j) * (2 * l + 1) + k];
+          if (value == 0) continue;
+          terms.insert(terms.end(), {(l - 1) * (l - 1) + i, j, l * l + k});
+          coeff.push_back(value);
+        }
+  }
+  const at::ScalarType dtype = m_.options.dtype().toScalarType();
+  num_terms_ = static_cast<int>(coeff.size());
+  // (a one-entry placeholder keeps the tables non-empty for lmax < 2)
+  terms_ = at::tensor(terms.empty() ? std::vector<int32_t>{0, 0, 0} : terms, at::kInt).to(m_.options.device());
+  coeff_ = at::tensor(coeff.empty() ? std::vector<double>{0} : coeff, at::kDouble).to(m_.options.device(), dtype);
+  bessel_ = m_.bessel_weights.to(m_.options.device(), dtype).contiguous();
+#endif
+}
+
+template <typename T>
+auto EdgeGeometryOp::tables() const {
+  GeometryTables<T> t;
+  t.terms = reinterpret_cast<const GeometryShTerm*>(terms_.data_ptr<int32_t>());
+  t.coeff = coeff_.data_ptr<T>();
+  t.bessel = bessel_.data_ptr<T>();
+  const int lmax = m_.spherical_harmonics.lmax();
+  t.num_terms = num_terms_;
+  t.lmax = lmax;
+  t.dim_sh = (lmax + 1) * (lmax + 1);
+  t.n_basis = static_cast<int>(bessel_.size(0));
+  t.p = m_.cutoff_p;
+  t.r_max = m_.config.r_max;
+  t.prefactor = std::sqrt(2.0 / m_.config.r_max);
+  return t;
+}
+
+EdgeGeometry EdgeGeometryOp::forward(const at::Tensor& v, const at::Tensor& zs, const at::Tensor& zr) const {
+  if (!fused()) return edge_geometry(m_, v, zs, zr);
+  EdgeGeometry g;
+#if FLASHMACE_CUDA_KERNELS
+  g.vectors = v.contiguous();
+  const int64_t E = v.size(0);
+  const int lmax = m_.spherical_harmonics.lmax();
+  g.sh = at::empty({E, (lmax + 1) * (lmax + 1)}, v.options());
+  g.ef = at::empty({E, bessel_.size(0)}, v.options());
+  const c10::cuda::CUDAGuard guard(v.device());
+  void* stream = c10::cuda::getCurrentCUDAStream(v.device().index()).stream();
+  AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "edge_geometry_forward", [&] {
+    edge_geometry_forward_cuda(tables<scalar_t>(), g.vectors.data_ptr<scalar_t>(), E, g.sh.data_ptr<scalar_t>(),
+                               g.ef.data_ptr<scalar_t>(), stream);
+  });
+#endif
+  return g;
+}
+
+at::Tensor EdgeGeometryOp::vjp(const EdgeGeometry& g, const at::Tensor& grad_sh, const at::Tensor& grad_ef) const {
+  if (!fused()) return edge_geometry_vjp(m_, g, grad_sh, grad_ef);
+  at::Tensor dv = at::empty_like(g.vectors);
+#if FLASHMACE_CUDA_KERNELS
+  const at::Tensor gs = grad_sh.defined() ? grad_sh.contiguous() : at::Tensor();
+  const at::Tensor ge = grad_ef.defined() ? grad_ef.contiguous() : at::Tensor();
+  const c10::cuda::CUDAGuard guard(dv.device());
+  void* stream = c10::cuda::getCurrentCUDAStream(dv.device().index()).stream();
+  AT_DISPATCH_FLOATING_TYPES(dv.scalar_type(), "edge_geometry_backward", [&] {
+    edge_geometry_backward_cuda(tables<scalar_t>(), g.vectors.data_ptr<scalar_t>(), dv.size(0),
+                                gs.defined() ? gs.data_ptr<scalar_t>() : nullptr,
+                                ge.defined() ? ge.data_ptr<scalar_t>() : nullptr, dv.data_ptr<scalar_t>(), stream);
+  });
+#endif
+  return dv;
+}
+
+}  // namespace flashmace
