@@ -8,7 +8,7 @@
 #   ASSETS/sc_models/         the small models of the SC tests' fixture (build/tests/sc/models: all
 #                             but mp0-small and mp0-medium; mp0-medium-f32 stands in for the latter),
 #                             since the fixture itself needs mace-torch
-# Usage: tools/gpu_check.sh ASSETS OUT [--tests-only|--bench-only|--quick|--large]
+# Usage: tools/gpu_check.sh ASSETS OUT [--tests-only|--bench-only|--quick|--large|--build-only]
 # (--quick: the tests and the fast path's float32 table only.)
 # (--large: only the largest systems, 256,000 and 1,000,188 atoms float32, one step each.)
 # OUT receives build.log, ctest.log and bench-*.json / bench.log.
@@ -31,6 +31,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHMACE_PYT
   > "$out/build.log" 2>&1
 cmake --build "$build" -j "$(nproc)" >> "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "gpu_check: built"
+[ "$mode" = "--build-only" ] && exit 0
 
 if [ "$mode" = "all" ] || [ "$mode" = "--tests-only" ] || [ "$mode" = "--quick" ]; then
   mkdir -p "$build/tests/sc/models"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "engine/message_stage.h"
 #include "sc/sc_descriptor.h"
 #include "engine/node_stage.h"
@@ -69,8 +70,12 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
   const InteractionParams& L0 = p_.layers[0];
   h0_table_ = p_.node_embedding / std::sqrt(static_cast<double>(Z));
   hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.in);
+  if (settings_.tf32 && (!p_.options.device().is_cuda() || p_.options.dtype() != at::kFloat))
+    throw Error("tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
+                "this evaluator is " + std::string(p_.options.dtype() == at::kFloat ? "float32" : "float64") + " on " +
+                p_.options.device().str());
   for (const InteractionParams& L : p_.layers)
-    messages_.emplace_back(L, ConvTPOp(ConvTPDescriptor::build(L.in, p_.sh, L.tp), p_.options));
+    messages_.emplace_back(L, ConvTPOp(ConvTPDescriptor::build(L.in, p_.sh, L.tp), p_.options), settings_.tf32);
   for (int t = 0; t < c.num_interactions; ++t) sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);
 
   // Memory estimates from the shapes (element size x live values; calibrated on the H200 runs of

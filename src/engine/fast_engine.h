@@ -27,6 +27,7 @@ struct EngineSettings {
   int64_t atom_chunk = 0;
   double memory_bytes = 0;  // budget (0 = default_memory_budget)
   std::string sc = "auto";  // symmetric-contraction executor: auto, specialized, generic
+  bool tf32 = false;        // radial-MLP GEMMs in TF32 (float32 on CUDA only)
   std::function<void(const std::string&)> log;
 };
 

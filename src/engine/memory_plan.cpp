@@ -31,7 +31,7 @@ std::string MemoryPlan::describe(int64_t atoms, int64_t edges) const {
 
 double default_memory_budget(const std::string& device) {
   if (device == "cpu") return 1024.0 * 1024.0 * 1024.0;
-  return 0.25 * static_cast<double>(free_device_memory(device));
+  return 0.5 * static_cast<double>(free_device_memory(device));
 }
 
 MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double budget, int64_t forced_edge_chunk,
@@ -39,16 +39,24 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
   MemoryPlan plan;
   const double resident = c.resident_per_atom * static_cast<double>(atoms);
   const double E = static_cast<double>(edges), N = static_cast<double>(atoms);
-  const double keep_all =
-      resident + E * (c.kept_per_edge + c.transient_per_edge) + N * (c.kept_per_atom + c.transient_per_atom);
-  const double room = std::max(budget - resident, 0.5 * budget);
-  if (keep_all <= budget && forced_edge_chunk <= 0 && forced_atom_chunk <= 0) {
-    plan.recompute = false;
-    plan.edge_chunk = std::max<int64_t>(1, edges);
-    plan.atom_chunk = std::max<int64_t>(1, atoms);
-    plan.predicted_peak = keep_all;
-    return plan;
+  const double kept = E * c.kept_per_edge + N * c.kept_per_atom;
+  const bool forced = forced_edge_chunk > 0 || forced_atom_chunk > 0;
+  if (!forced) {
+    // Without recompute: everything kept, and the chunks' working sets as large as the rest allows
+    // (whole-step chunks when they fit; smaller edge chunks lose nothing but launch overhead).
+    const double room = budget - resident - kept;
+    const int64_t min_chunk = std::min<int64_t>(std::max<int64_t>(edges, 1), kMinKeptEdgeChunk);
+    if (room >= c.transient_per_edge * static_cast<double>(min_chunk) && room >= c.transient_per_atom * N) {
+      plan.recompute = false;
+      plan.edge_chunk = clamp_chunk(room / c.transient_per_edge, edges);
+      plan.atom_chunk = std::max<int64_t>(1, atoms);
+      plan.predicted_peak = resident + kept +
+                            std::max(c.transient_per_edge * static_cast<double>(std::min(plan.edge_chunk, edges)),
+                                     c.transient_per_atom * N);
+      return plan;
+    }
   }
+  const double room = std::max(budget - resident, 0.5 * budget);
   plan.edge_chunk = forced_edge_chunk > 0 ? forced_edge_chunk : clamp_chunk(room / c.transient_per_edge, edges);
   plan.atom_chunk = forced_atom_chunk > 0 ? forced_atom_chunk : clamp_chunk(room / c.transient_per_atom, atoms);
   plan.predicted_peak =

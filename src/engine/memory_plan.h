@@ -24,13 +24,18 @@ struct MemoryPlan {
   std::string describe(int64_t atoms, int64_t edges) const;
 };
 
-// The default budget: 1 GiB on the CPU; on a GPU a quarter of the free device memory when the
-// evaluator is made (so LAMMPS and other ranks sharing the GPU keep the rest).
+// The default budget: 1 GiB on the CPU; on a GPU half of the free device memory when the evaluator
+// is made (so LAMMPS and other ranks sharing the GPU keep the rest).
 double default_memory_budget(const std::string& device);
 
-// Chunks that fit `budget` bytes. Forced sizes (> 0) win over the budget. Without recompute every
-// chunk's intermediates stay alive until the backward pass, so that mode is chosen only when the
-// whole step fits the budget that way.
+// Edge chunks of a no-recompute plan are at least this long (or all edges): shorter chunks would
+// trade the recompute for launch overhead.
+constexpr int64_t kMinKeptEdgeChunk = 16384;
+
+// Chunks that fit `budget` bytes. Forced sizes (> 0) win over the budget and mean recompute. Without
+// recompute every chunk's intermediates stay alive until the backward pass; that mode is chosen when
+// they all fit next to one chunk's working set (edge chunks then as long as the rest of the budget
+// allows), else the step recomputes with chunks sized to the budget.
 MemoryPlan plan_memory(const StageCosts& costs, int64_t atoms, int64_t edges, double budget, int64_t forced_edge_chunk,
                        int64_t forced_atom_chunk);
 

@@ -24,6 +24,22 @@ void lap(StageTimer* timer, const char* stage) {
   if (timer) timer->lap(stage);
 }
 
+// cuBLAS may use TF32 for float32 GEMMs while this lives (when asked), as before afterwards.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool on) : previous_(at::globalContext().allowTF32CuBLAS()), on_(on) {
+    if (on_) at::globalContext().setAllowTF32CuBLAS(true);
+  }
+  ~Tf32Scope() {
+    if (on_) at::globalContext().setAllowTF32CuBLAS(previous_);
+  }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  bool previous_, on_;
+};
+
 }  // namespace
 
 at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows) {
@@ -37,7 +53,10 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
   const InteractionParams& L = *layer.params;
   s->geometry = geometry.forward(in.vectors, in.z_sender, in.z_receiver);
   lap(timer, "edge_geometry");
-  s->radial = radial_mlp_forward(layer.radial, s->geometry.ef, &s->mlp_pre);
+  {
+    const Tf32Scope tf32(layer.tf32);
+    s->radial = radial_mlp_forward(layer.radial, s->geometry.ef, &s->mlp_pre);
+  }
   lap(timer, "radial_mlp");
   MessageChunkOutput out;
   if (!aggregate) return out;
@@ -64,7 +83,11 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
           : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                        in.row_ptr);
   lap(timer, "tp_backward");
-  at::Tensor grad_ef = radial_mlp_vjp(layer.radial, s.mlp_pre, g.dR);
+  at::Tensor grad_ef;
+  {
+    const Tf32Scope tf32(layer.tf32);
+    grad_ef = radial_mlp_vjp(layer.radial, s.mlp_pre, g.dR);
+  }
   if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
   lap(timer, "radial_backward");
   const at::Tensor gv = geometry.vjp(s.geometry, g.dY, grad_ef);

@@ -43,11 +43,12 @@ class StageTimer;
 
 // What one layer's message stage runs with, built once per model.
 struct MessageLayer {
-  MessageLayer(const InteractionParams& layer, ConvTPOp tp)
-      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)) {}
+  MessageLayer(const InteractionParams& layer, ConvTPOp tp, bool tf32 = false)
+      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)), tf32(tf32) {}
   const InteractionParams* params;  // the model's layer (density weights)
   std::vector<at::Tensor> radial;   // fold_radial_mlp of its radial MLP
   ConvTPOp tp;                      // its fused tensor-product kernels (conv_tp_op.h)
+  bool tf32;                        // radial-MLP GEMMs on TF32 tensor cores (float32 on CUDA)
 };
 
 // geometry: the model's edge geometry (edge_geometry_op.h). aggregate = false recomputes only what

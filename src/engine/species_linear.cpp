@@ -56,8 +56,7 @@ at::Tensor apply(const at::Tensor& x, const SpeciesGroups& groups, const at::Ten
         if (transpose) ws = ws.t();
         const bool all = groups.rows.empty();
         const at::Tensor xr = all ? xs[s_blk] : xs[s_blk].index_select(0, groups.rows[k]);
-        // [r, mul_src, d] -> [r, d, mul_src] @ [mul_src, mul_dst] -> [r, mul_dst, d]
-        const at::Tensor y = at::matmul(xr.transpose(1, 2), ws).transpose(1, 2);
+        const at::Tensor y = block_matmul(xr, ws);  // [r, mul_src, d] -> [r, mul_dst, d]
         if (all)
           acc[d_blk].add_(y, norm);
         else

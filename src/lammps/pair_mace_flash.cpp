@@ -69,6 +69,7 @@ void PairMACEFlash::settings(int narg, char** arg) {
   edge_chunk_ = 0;
   memory_gb_ = 0;
   sc_ = "auto";
+  tf32_ = false;
   exchange_ = true;
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
@@ -98,12 +99,16 @@ void PairMACEFlash::settings(int narg, char** arg) {
       if (value != "auto" && value != "specialized" && value != "generic")
         error->all(FLERR, text("Illegal pair_style mace/flash sc " + value + ": use auto, specialized or generic"));
       sc_ = value;
+    } else if (key == "tf32") {
+      if (value != "yes" && value != "no")
+        error->all(FLERR, text("Illegal pair_style mace/flash tf32 " + value + ": use yes or no"));
+      tf32_ = value == "yes";
     } else if (key == "exchange") {
       if (value != "on" && value != "off")
         error->all(FLERR, text("Illegal pair_style mace/flash exchange " + value + ": use on or off"));
       exchange_ = value == "on";
     } else {
-      error->all(FLERR, text("Illegal pair_style mace/flash keyword " + key + ": known are device, dtype, path, edge_chunk, memory, sc, exchange"));
+      error->all(FLERR, text("Illegal pair_style mace/flash keyword " + key + ": known are device, dtype, path, edge_chunk, memory, sc, tf32, exchange"));
     }
   }
   if (model_) load_model();  // new device or dtype for the model of an earlier pair_coeff
@@ -157,6 +162,7 @@ void PairMACEFlash::load_model() {
     o.edge_chunk = edge_chunk_;
     o.memory_bytes = memory_gb_ * 1e9;
     o.sc = sc_;
+    o.tf32 = tf32_;
     if (comm->me == 0) o.log = [this](const std::string& line) { utils::logmesg(lmp, text(line + "\n")); };
     model_ = flashmace::make_evaluator(file, o);
   } catch (const flashmace::Error& e) {

@@ -47,6 +47,7 @@ class PairMACEFlash : public Pair {
   int64_t edge_chunk_ = 0;  // 0 = the memory planner's choice
   double memory_gb_ = 0;    // 0 = default budget
   std::string sc_ = "auto";
+  bool tf32_ = false;
   bool exchange_ = true;
 
   std::string resolved_device() const;

@@ -16,6 +16,15 @@ std::vector<at::Tensor> split_irreps(const at::Tensor& x, const Irreps& irreps) 
   return blocks;
 }
 
+at::Tensor block_matmul(const at::Tensor& x, const at::Tensor& w) {
+  const int64_t n = x.size(0), mul = x.size(1), d = x.size(2), mul_out = w.size(1);
+  // One GEMM over all n*d rows; matmul on the transposed [n, d, mul] view would run n small batched
+  // GEMMs (it cannot fold the batch into rows of a transposed view).
+  const at::Tensor rows = d == 1 ? x.reshape({n, mul}) : x.transpose(1, 2).contiguous().view({n * d, mul});
+  const at::Tensor y = at::mm(rows, w);
+  return d == 1 ? y.view({n, mul_out, 1}) : y.view({n, d, mul_out}).transpose(1, 2);
+}
+
 namespace {
 
 at::Tensor join_blocks(const std::vector<at::Tensor>& blocks, int64_t n) {
@@ -43,7 +52,7 @@ at::Tensor e3nn_linear(const at::Tensor& x, const at::Tensor& weight, const Irre
       const at::Tensor w = weight.narrow(0, offset, numel).reshape({in[i].mul, out[o].mul});
       offset += numel;
       // [N, mul_in, d] -> [N, d, mul_in] @ [mul_in, mul_out] -> [N, mul_out, d]
-      at::Tensor y = at::matmul(xs[i].transpose(1, 2), w).transpose(1, 2) / std::sqrt(static_cast<double>(fan[o]));
+      at::Tensor y = block_matmul(xs[i], w) / std::sqrt(static_cast<double>(fan[o]));
       acc[o] = acc[o].defined() ? acc[o] + y : y;
     }
   }
@@ -71,7 +80,7 @@ at::Tensor e3nn_linear_transpose(const at::Tensor& g, const at::Tensor& weight, 
       const at::Tensor w = weight.narrow(0, offset, numel).reshape({in[i].mul, out[o].mul});
       offset += numel;
       // [N, mul_out, d] -> [N, d, mul_out] @ [mul_out, mul_in] -> [N, mul_in, d]
-      acc.add_(at::matmul(gs[o].transpose(1, 2), w.t()).transpose(1, 2), 1.0 / std::sqrt(static_cast<double>(fan[o])));
+      acc.add_(block_matmul(gs[o], w.t()), 1.0 / std::sqrt(static_cast<double>(fan[o])));
     }
     blocks.push_back(acc.reshape({n, acc.size(1) * acc.size(2)}));
   }

@@ -38,5 +38,7 @@ at::Tensor radial_mlp(const at::Tensor& x, const std::vector<at::Tensor>& layers
 
 // Split [N, dim] into the blocks of irreps as [N, mul, 2l+1] views.
 std::vector<at::Tensor> split_irreps(const at::Tensor& x, const Irreps& irreps);
+// x [n, mul, d] (one mul_ir block) times w [mul, mul_out] on the channel axis -> [n, mul_out, d].
+at::Tensor block_matmul(const at::Tensor& x, const at::Tensor& w);
 
 }  // namespace flashmace

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "core/lattice.h"
 #include "core/local_graph.h"
 #include "core/model_file.h"
 #include "engine/host_evaluation.h"
+#include "engine/memory_plan.h"
 #include "test_support.h"
 
 namespace flashmace {
@@ -79,6 +81,74 @@ INSTANTIATE_TEST_SUITE_P(SharedReference, FastEngineCase, ::testing::ValuesIn(ca
   return info.param.model + "_" + info.param.structure + "_e" + std::to_string(info.param.edge_chunk) + "_a" +
          std::to_string(info.param.atom_chunk);
 });
+
+// A budget between "everything in one chunk" and "recompute" makes the planner keep every chunk's
+// intermediates while splitting the edges into several chunks: found by lowering the budget until
+// the logged plan says so, then checked against the reference path.
+TEST(FastEngine, Tf32OutsideFloat32OnCudaIsAnError) {
+  EvaluatorOptions o;
+  o.dtype = "float64";
+  o.tf32 = true;
+  EXPECT_NE(testing::error_of([&] { make_evaluator(ModelFile::load(testing::exported_model("small_l1")), o); })
+                .find("tf32 needs dtype float32 on a CUDA device"),
+            std::string::npos);
+}
+
+TEST(MemoryPlan, KeepsWhenTheIntermediatesFitElseRecomputes) {
+  StageCosts c;
+  c.kept_per_edge = 100;
+  c.transient_per_edge = 50;
+  c.kept_per_atom = 10;
+  c.transient_per_atom = 20;
+  const int64_t N = 1000, E = 100000;
+  const double kept = 100.0 * E + 10.0 * N;
+  const MemoryPlan all = plan_memory(c, N, E, kept + 50.0 * E, 0, 0);
+  EXPECT_FALSE(all.recompute);
+  EXPECT_EQ(all.edge_chunk, E);
+  const MemoryPlan split = plan_memory(c, N, E, kept + 50.0 * 40000, 0, 0);
+  EXPECT_FALSE(split.recompute);
+  EXPECT_EQ(split.edge_chunk, 40000);
+  EXPECT_LE(split.predicted_peak, kept + 50.0 * 40000);
+  const double budget = kept + 50.0 * (kMinKeptEdgeChunk - 1);
+  const MemoryPlan tight = plan_memory(c, N, E, budget, 0, 0);
+  EXPECT_TRUE(tight.recompute);
+  EXPECT_LE(tight.predicted_peak, budget);
+  const MemoryPlan small = plan_memory(c, N, E, 1e6, 0, 0);
+  EXPECT_TRUE(small.recompute);
+  EXPECT_EQ(small.edge_chunk, 20000);  // 1e6 bytes / 50 per edge
+  const MemoryPlan forced = plan_memory(c, N, E, 1e18, 7, 0);
+  EXPECT_TRUE(forced.recompute);
+  EXPECT_EQ(forced.edge_chunk, 7);
+}
+
+TEST(FastEngine, KeptIntermediatesInSeveralChunksEqualReference) {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 6, {28, 29}, 0.05, 5);  // 864 atoms, ~36k edges
+  const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
+  EvaluatorOptions o;
+  o.dtype = "float64";
+  o.path = "reference";
+  const Prediction want = evaluate_structure(*make_evaluator(file, o), s);
+  bool found = false;
+  for (double mib = 512; mib >= 64 && !found; mib *= 0.9) {
+    std::string plan;
+    o.path = "fast";
+    o.memory_bytes = mib * 1024 * 1024;
+    o.log = [&](const std::string& line) { plan = line; };
+    const auto fast = make_evaluator(file, o);
+    const Prediction got = evaluate_structure(*fast, s);
+    long long atoms = 0, edges = 0, chunk = 0;
+    ASSERT_EQ(std::sscanf(plan.c_str(), "flashmace fast engine: %lld atoms, %lld edges: edge chunk %lld", &atoms,
+                          &edges, &chunk),
+              3)
+        << plan;
+    if (plan.find("no recompute") == std::string::npos || chunk >= edges) continue;
+    found = true;
+    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << plan;
+    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << plan;
+    EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << plan;
+  }
+  EXPECT_TRUE(found) << "no budget gave a no-recompute plan with several edge chunks";
+}
 
 class FastEngineDomain : public ::testing::TestWithParam<std::string> {};
 

@@ -39,9 +39,12 @@ def lammps_error(tmp_path, pair=PAIR, newton="on", units="metal", data=CUNI_DATA
     (f"pair_style mace/flash\npair_coeff 1 2 {TINY} Cu Ni", "Incorrect args for pair coefficients"),  # LAMMPS's
     ("pair_style mace/flash\npair_coeff * * /nonexistent/model.safetensors Cu Ni",
      "Cannot open model file /nonexistent/model.safetensors: no such file or not readable"),
+    (f"pair_style mace/flash tf32 yes\npair_coeff * * {TINY} Cu Ni",
+     "tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
+     "this evaluator is float64 on cpu"),
     (f"pair_style hybrid/overlay mace/flash zero 3.0\npair_coeff * * mace/flash {TINY} Cu Ni\npair_coeff * * zero",
      "Pair style mace/flash cannot be used as a sub-style of pair_style hybrid or hybrid/overlay"),
-    ("pair_style mace/flash chunk 4", "Illegal pair_style mace/flash keyword chunk: known are device, dtype, path, edge_chunk, memory, sc, exchange"),
+    ("pair_style mace/flash chunk 4", "Illegal pair_style mace/flash keyword chunk: known are device, dtype, path, edge_chunk, memory, sc, tf32, exchange"),
     ("pair_style mace/flash device tpu", "Illegal pair_style mace/flash device tpu: use cpu, cuda or cuda:N"),
     ("pair_style mace/flash dtype float16", "Illegal pair_style mace/flash dtype float16: use float32 or float64"),
     ("pair_style mace/flash dtype", "Illegal pair_style mace/flash command: dtype needs a value"),
@@ -49,6 +52,7 @@ def lammps_error(tmp_path, pair=PAIR, newton="on", units="metal", data=CUNI_DATA
     ("pair_style mace/flash edge_chunk -5", "Illegal pair_style mace/flash edge_chunk -5"),
     ("pair_style mace/flash memory -1", "Illegal pair_style mace/flash memory -1"),
     ("pair_style mace/flash sc fastest", "Illegal pair_style mace/flash sc fastest: use auto, specialized or generic"),
+    ("pair_style mace/flash tf32 on", "Illegal pair_style mace/flash tf32 on: use yes or no"),
 ])
 def test_bad_pair_commands_are_explained(tmp_path, pair, message):
     out = lammps_error(tmp_path, pair=pair)
