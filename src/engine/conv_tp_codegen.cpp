@@ -71,12 +71,14 @@ void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std
 }
 
 void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
+  // Accumulators in double for both dtypes: a row's sum runs over all its edges (mace_spec.md's
+  // float32 runs keep long sums in float64); each product is still formed in T.
   s << "template <typename T>\n__device__ __forceinline__ void tp_forward(const T* __restrict__ x, "
        "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
        "const long long* __restrict__ row_ptr, T* __restrict__ agg, long long nrows) {\n";
   emit_row_prologue(s, d);
   for (std::size_t P = 0; P < d.paths.size(); ++P)
-    for (int m = 0; m < d.paths[P].d3; ++m) s << "  T " << pname("a", P, m) << " = T(0);\n";
+    for (int m = 0; m < d.paths[P].d3; ++m) s << "  double " << pname("a", P, m) << " = 0.0;\n";
   s << "  const long long e1 = row_ptr[row + 1];\n"
     << "  for (long long e = row_ptr[row]; e < e1; ++e) {\n";
   emit_edge_loads(s, d, blocks);
@@ -91,7 +93,7 @@ void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::m
         sum += (sum.empty() ? "" : " + ") + cuda_literal(p.alpha * en.c) + " * " + xname(blocks, p, en.m1) + " * " +
                yname(p, en.m2);
       }
-      if (!sum.empty()) s << "      " << pname("a", P, m3) << " += r * (" << sum << ");\n";
+      if (!sum.empty()) s << "      " << pname("a", P, m3) << " += (double)(r * (" << sum << "));\n";
     }
     s << "    }\n";
   }
@@ -100,7 +102,7 @@ void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::m
   for (std::size_t P = 0; P < d.paths.size(); ++P) {
     const ConvTPPathDescriptor& p = d.paths[P];
     for (int m = 0; m < p.d3; ++m)
-      s << "  o[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "] = " << pname("a", P, m) << ";\n";
+      s << "  o[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "] = (T)" << pname("a", P, m) << ";\n";
   }
   s << "}\n\n";
 }
@@ -126,8 +128,13 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
   s << "template <typename T>\n__device__ __forceinline__ void tp_backward(const T* __restrict__ x, "
        "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
        "const long long* __restrict__ row_ptr, const T* __restrict__ dagg, T* __restrict__ dR, "
-       "T* __restrict__ dYp, T* __restrict__ dxe, long long nrows) {\n";
-  emit_row_prologue(s, d);
+       "T* __restrict__ dYp, T* __restrict__ dxe, long long nrows, int splits) {\n";
+  // Each edge's outputs are its own (no sum over edges), so `splits` warps share a row's edges.
+  s << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  if (tid >= nrows * splits * " << d.max_mul << "LL) return;\n"
+    << "  const long long row = tid / (" << d.max_mul << "LL * splits);\n"
+    << "  const int split = (int)((tid / " << d.max_mul << ") % splits);\n"
+    << "  const int u = (int)(tid % " << d.max_mul << ");\n";
   s << "  const T* __restrict__ gr = dagg + row * " << d.dim_mid << "LL;\n";
   for (std::size_t Q = 0; Q < d.paths.size(); ++Q) {
     const ConvTPPathDescriptor& p = d.paths[Q];
@@ -135,7 +142,7 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
       s << "  const T " << pname("g", Q, m) << " = gr[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "];\n";
   }
   s << "  const long long e1 = row_ptr[row + 1];\n"
-    << "  for (long long e = row_ptr[row]; e < e1; ++e) {\n";
+    << "  for (long long e = row_ptr[row] + split; e < e1; e += splits) {\n";
   emit_edge_loads(s, d, blocks);
   std::map<int, int> block_dim;
   for (const ConvTPPathDescriptor& p : d.paths) block_dim[p.x_offset] = p.d1;
@@ -182,9 +189,10 @@ void emit_reductions(std::ostringstream& s, const ConvTPDescriptor& d) {
     << "  if (tid >= num_x * " << d.dim_in1 << "LL) return;\n"
     << "  const long long xr = tid / " << d.dim_in1 << ";\n"
     << "  const int col = (int)(tid % " << d.dim_in1 << ");\n"
-    << "  T s = T(0);\n"
-    << "  for (long long j = x_ptr[xr]; j < x_ptr[xr + 1]; ++j) s += dxe[x_perm[j] * " << d.dim_in1 << "LL + col];\n"
-    << "  dx[tid] += s;\n}\n\n";
+    << "  double s = 0.0;\n"
+    << "  for (long long j = x_ptr[xr]; j < x_ptr[xr + 1]; ++j) s += (double)dxe[x_perm[j] * " << d.dim_in1
+    << "LL + col];\n"
+    << "  dx[tid] += (T)s;\n}\n\n";
 }
 
 }  // namespace
@@ -224,7 +232,8 @@ std::string generate_conv_tp_cuda_source(const ConvTPDescriptor& d) {
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_backward_" << f << "(const " << T
       << "* x, const long long* xindex, const " << T << "* Y, const " << T << "* R, const long long* row_ptr, const "
       << T << "* dagg, " << T << "* dR, " << T << "* dYp, " << T
-      << "* dxe, long long nrows) { tp_backward<" << T << ">(x, xindex, Y, R, row_ptr, dagg, dR, dYp, dxe, nrows); }\n";
+      << "* dxe, long long nrows, int splits) { tp_backward<" << T
+      << ">(x, xindex, Y, R, row_ptr, dagg, dR, dYp, dxe, nrows, splits); }\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dy_reduce_" << f << "(const " << T
       << "* dYp, " << T << "* dY, long long E) { tp_dy_reduce<" << T << ">(dYp, dY, E); }\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dx_gather_" << f << "(const " << T

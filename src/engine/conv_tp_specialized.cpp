@@ -2,6 +2,7 @@
 // through the driver API (sc/sc_cuda_driver.h), so this file needs neither nvcc nor a GPU to build.
 #include "engine/conv_tp_specialized.h"
 
+#include <algorithm>
 #include <map>
 #include <type_traits>
 
@@ -17,6 +18,7 @@ namespace {
 namespace drv = cuda_driver;
 
 const char* const kKernels[] = {"tp_forward", "tp_backward", "tp_dy_reduce", "tp_dx_gather"};
+constexpr long long kMaxSplits = 8;  // warps per row in the backward kernel
 
 class LoadedConvTP final : public ConvTPSpecialized {
  public:
@@ -110,8 +112,12 @@ void ConvTPSpecialized::backward(const ConvTPEdges<T>& g, const ConvTPGradients<
   long long nrows = g.nrows, E = g.num_edges, num_x = g.num_x;
   T *dR = d.dR, *dY = d.dY, *dx = d.dx;
   T* dxe_or_null = dx ? dxe : nullptr;
-  void* bwd[] = {&x, &xindex, &Y, &R, &row_ptr, &dagg, &dR, &dYp, &dxe_or_null, &nrows};
-  launch("tp_backward", f64, nrows * channels_, bwd, stream);
+  // Enough threads to fill the GPU twice over (132 SMs x 2048 on an H200) when rows are few.
+  constexpr long long kTargetThreads = 2LL * 132 * 2048;
+  const long long row_threads = std::max(1LL, nrows * channels_);
+  int splits = static_cast<int>(std::min<long long>(kMaxSplits, (kTargetThreads + row_threads - 1) / row_threads));
+  void* bwd[] = {&x, &xindex, &Y, &R, &row_ptr, &dagg, &dR, &dYp, &dxe_or_null, &nrows, &splits};
+  launch("tp_backward", f64, nrows * splits * channels_, bwd, stream);
   const T* dYp_in = dYp;
   void* reduce[] = {&dYp_in, &dY, &E};
   launch("tp_dy_reduce", f64, E * dim_sh_, reduce, stream);

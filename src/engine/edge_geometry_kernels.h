@@ -1,11 +1,11 @@
 #pragma once
-// One fused CUDA kernel per direction for the per-edge geometry of edge_terms.h (mace_spec.md 3.3
-// and 4), thread per edge, for models without a distance transform:
+// Fused per-edge geometry of edge_terms.h (mace_spec.md 3.3 and 4), one pass over the edges per
+// direction, on the CPU or one CUDA kernel, for models without a distance transform:
 //   forward:  v [E, 3] -> Y [E, (lmax+1)^2] spherical harmonics, ef [E, nb] radial features
 //             (Bessel basis times the polynomial envelope);
 //   backward: dE/dv [E, 3] from dE/dY and dE/def (either may be null), recomputing r, u, Y and the
 //             radial slopes from v instead of storing them.
-// Torch-free: plain device pointers, a cudaStream_t handle.
+// Torch-free: plain pointers (the CUDA versions: device memory, a cudaStream_t handle).
 #include <cstdint>
 
 namespace flashmace {
@@ -21,13 +21,18 @@ struct GeometryShTerm {
 
 template <typename T>
 struct GeometryTables {
-  const GeometryShTerm* terms = nullptr;  // device
-  const T* coeff = nullptr;               // device, one per term
-  const T* bessel = nullptr;              // device, [n_basis] frequencies
+  const GeometryShTerm* terms = nullptr;  // in the memory of the device that runs the loop
+  const T* coeff = nullptr;               // one per term
+  const T* bessel = nullptr;              // [n_basis] frequencies
   int num_terms = 0, lmax = 0, dim_sh = 0, n_basis = 0;
   int p = 5;                              // envelope exponent
   double r_max = 0, prefactor = 0;        // prefactor = sqrt(2 / r_max)
 };
+
+template <typename T>
+void edge_geometry_forward_cpu(const GeometryTables<T>& t, const T* v, int64_t E, T* Y, T* ef);
+template <typename T>
+void edge_geometry_backward_cpu(const GeometryTables<T>& t, const T* v, int64_t E, const T* dY, const T* def, T* dv);
 
 template <typename T>
 void edge_geometry_forward_cuda(const GeometryTables<T>& t, const T* v, int64_t E, T* Y, T* ef, void* stream);

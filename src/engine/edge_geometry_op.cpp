@@ -13,12 +13,12 @@
 namespace flashmace {
 
 EdgeGeometryOp::EdgeGeometryOp(const MaceParams& model) : m_(model) {
-#if FLASHMACE_CUDA_KERNELS
   const int lmax = m_.spherical_harmonics.lmax();
   const int64_t nb = m_.bessel_weights.size(0);
-  if (!m_.options.device().is_cuda() || !m_.config.distance_transform.empty() || lmax > kGeometryMaxLmax ||
-      nb > kGeometryMaxBasis)
-    return;
+#if !FLASHMACE_CUDA_KERNELS
+  if (m_.options.device().is_cuda()) return;
+#endif
+  if (!m_.config.distance_transform.empty() || lmax > kGeometryMaxLmax || nb > kGeometryMaxBasis) return;
   std::vector<int32_t> terms;
   std::vector<double> coeff;
   for (int l = 2; l <= lmax; ++l) {
@@ -39,7 +39,6 @@ EdgeGeometryOp::EdgeGeometryOp(const MaceParams& model) : m_(model) {
   terms_ = at::tensor(terms.empty() ? std::vector<int32_t>{0, 0, 0} : terms, at::kInt).to(m_.options.device());
   coeff_ = at::tensor(coeff.empty() ? std::vector<double>{0} : coeff, at::kDouble).to(m_.options.device(), dtype);
   bessel_ = m_.bessel_weights.to(m_.options.device(), dtype).contiguous();
-#endif
 }
 
 template <typename T>
@@ -62,36 +61,45 @@ auto EdgeGeometryOp::tables() const {
 EdgeGeometry EdgeGeometryOp::forward(const at::Tensor& v, const at::Tensor& zs, const at::Tensor& zr) const {
   if (!fused()) return edge_geometry(m_, v, zs, zr);
   EdgeGeometry g;
-#if FLASHMACE_CUDA_KERNELS
   g.vectors = v.contiguous();
   const int64_t E = v.size(0);
   const int lmax = m_.spherical_harmonics.lmax();
   g.sh = at::empty({E, (lmax + 1) * (lmax + 1)}, v.options());
   g.ef = at::empty({E, bessel_.size(0)}, v.options());
-  const c10::cuda::CUDAGuard guard(v.device());
-  void* stream = c10::cuda::getCurrentCUDAStream(v.device().index()).stream();
   AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "edge_geometry_forward", [&] {
-    edge_geometry_forward_cuda(tables<scalar_t>(), g.vectors.data_ptr<scalar_t>(), E, g.sh.data_ptr<scalar_t>(),
-                               g.ef.data_ptr<scalar_t>(), stream);
-  });
+    const scalar_t* vp = g.vectors.data_ptr<scalar_t>();
+    if (v.is_cpu()) {
+      edge_geometry_forward_cpu(tables<scalar_t>(), vp, E, g.sh.data_ptr<scalar_t>(), g.ef.data_ptr<scalar_t>());
+    } else {
+#if FLASHMACE_CUDA_KERNELS
+      const c10::cuda::CUDAGuard guard(v.device());
+      edge_geometry_forward_cuda(tables<scalar_t>(), vp, E, g.sh.data_ptr<scalar_t>(), g.ef.data_ptr<scalar_t>(),
+                                 c10::cuda::getCurrentCUDAStream(v.device().index()).stream());
 #endif
+    }
+  });
   return g;
 }
 
 at::Tensor EdgeGeometryOp::vjp(const EdgeGeometry& g, const at::Tensor& grad_sh, const at::Tensor& grad_ef) const {
   if (!fused()) return edge_geometry_vjp(m_, g, grad_sh, grad_ef);
   at::Tensor dv = at::empty_like(g.vectors);
-#if FLASHMACE_CUDA_KERNELS
   const at::Tensor gs = grad_sh.defined() ? grad_sh.contiguous() : at::Tensor();
   const at::Tensor ge = grad_ef.defined() ? grad_ef.contiguous() : at::Tensor();
-  const c10::cuda::CUDAGuard guard(dv.device());
-  void* stream = c10::cuda::getCurrentCUDAStream(dv.device().index()).stream();
   AT_DISPATCH_FLOATING_TYPES(dv.scalar_type(), "edge_geometry_backward", [&] {
-    edge_geometry_backward_cuda(tables<scalar_t>(), g.vectors.data_ptr<scalar_t>(), dv.size(0),
-                                gs.defined() ? gs.data_ptr<scalar_t>() : nullptr,
-                                ge.defined() ? ge.data_ptr<scalar_t>() : nullptr, dv.data_ptr<scalar_t>(), stream);
-  });
+    const scalar_t* vp = g.vectors.data_ptr<scalar_t>();
+    const scalar_t* gsp = gs.defined() ? gs.data_ptr<scalar_t>() : nullptr;
+    const scalar_t* gep = ge.defined() ? ge.data_ptr<scalar_t>() : nullptr;
+    if (dv.is_cpu()) {
+      edge_geometry_backward_cpu(tables<scalar_t>(), vp, dv.size(0), gsp, gep, dv.data_ptr<scalar_t>());
+    } else {
+#if FLASHMACE_CUDA_KERNELS
+      const c10::cuda::CUDAGuard guard(dv.device());
+      edge_geometry_backward_cuda(tables<scalar_t>(), vp, dv.size(0), gsp, gep, dv.data_ptr<scalar_t>(),
+                                  c10::cuda::getCurrentCUDAStream(dv.device().index()).stream());
 #endif
+    }
+  });
   return dv;
 }
 

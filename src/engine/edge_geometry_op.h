@@ -1,6 +1,6 @@
 #pragma once
 // The per-edge geometry of a model (edge_terms.h: harmonics, radial features, and their backward)
-// behind one object: the fused CUDA kernels (edge_geometry_kernels.h) for CUDA tensors of models
+// behind one object: the fused per-edge loops (edge_geometry_kernels.h, CPU or CUDA) for models
 // without a distance transform, the ATen code of edge_terms.h otherwise. Built once per model.
 #include <ATen/ATen.h>
 

@@ -78,21 +78,25 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
     messages_.emplace_back(L, ConvTPOp(ConvTPDescriptor::build(L.in, p_.sh, L.tp), p_.options), settings_.tf32);
   for (int t = 0; t < c.num_interactions; ++t) sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);
 
-  // Memory estimates from the shapes (element size x live values; calibrated on the H200 runs of
-  // bench/RESULTS.md, where they come out ~30 % above the measured peaks).
+  // Memory estimates from the shapes (element size x live values; on the H200 runs of
+  // bench/RESULTS.md they come out ~20 % above the measured peaks).
   const double s = static_cast<double>(at::elementSize(p_.options.dtype().toScalarType()));
   for (const InteractionParams& L : p_.layers) {
-    double radial = 0;
-    for (const auto& w : L.radial_layers) radial += static_cast<double>(w.size(1));
+    double hidden = 0;
+    for (std::size_t k = 0; k + 1 < L.radial_layers.size(); ++k) hidden += static_cast<double>(L.radial_layers[k].size(1));
     const double mid = L.tp.mid.dim(), W = L.tp.weight_numel, in = L.in.dim();
     const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
-    // Kept per edge: geometry (r, u, harmonics, radial features and their slope), the MLP's
-    // pre-activations and its output R. In flight in the backward pass: dR, the MLP's gradients, dY,
-    // dE/dv, the message sums of the chunk's rows (about one row per 8 edges in sparse graphs) and
-    // the generated TP kernels' scratch (per-edge x-gradients, per-warp partial dY).
-    costs_.kept_per_edge += s * (W + radial + 2 * sh + 2 * nb + 8);
+    // Kept per edge: the geometry (the fused kernels keep vectors, harmonics and radial features;
+    // the ATen code also lengths, unit vectors, per-l harmonics and slopes), the MLP's hidden
+    // pre-activations and its output R. In flight in the backward pass: dR, the MLP's gradients,
+    // dY, dE/dv, the message sums of the chunk's rows (about one row per 8 edges in sparse graphs)
+    // and the generated TP kernels' scratch (per-edge x-gradients, per-warp partial dY).
+    const double geometry = geometry_.fused() ? sh + nb + 3 : 2 * sh + 2 * nb + 4;
+    const double kept = W + hidden + geometry;
+    costs_.kept_per_edge += s * kept;
+    costs_.recomputed_per_edge = std::max(costs_.recomputed_per_edge, s * kept);
     costs_.transient_per_edge =
-        std::max(costs_.transient_per_edge, s * (2 * W + 2 * radial + 7 * sh + 3 * nb + 16 + mid / 8 + in));
+        std::max(costs_.transient_per_edge, s * (W + 2 * hidden + nb + 5 * sh + in + 11 + mid / 8));
     // Per atom in the node stage: kept, the normalised message, the SC input and the features; in
     // flight, their copies and gradients and the SC output (the SC executors keep no intermediates).
     const double target = L.target.dim(), out = L.out.dim();

@@ -57,11 +57,11 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
     }
   }
   const double room = std::max(budget - resident, 0.5 * budget);
-  plan.edge_chunk = forced_edge_chunk > 0 ? forced_edge_chunk : clamp_chunk(room / c.transient_per_edge, edges);
+  const double per_edge = c.transient_per_edge + c.recomputed_per_edge;
+  plan.edge_chunk = forced_edge_chunk > 0 ? forced_edge_chunk : clamp_chunk(room / per_edge, edges);
   plan.atom_chunk = forced_atom_chunk > 0 ? forced_atom_chunk : clamp_chunk(room / c.transient_per_atom, atoms);
-  plan.predicted_peak =
-      resident + std::max(c.transient_per_edge * static_cast<double>(std::min(plan.edge_chunk, edges)),
-                          c.transient_per_atom * static_cast<double>(std::min(plan.atom_chunk, atoms)));
+  plan.predicted_peak = resident + std::max(per_edge * static_cast<double>(std::min(plan.edge_chunk, edges)),
+                                            c.transient_per_atom * static_cast<double>(std::min(plan.atom_chunk, atoms)));
   return plan;
 }
 

@@ -12,6 +12,7 @@ struct StageCosts {
   double kept_per_edge = 0;       // what a step without recompute keeps per edge, all layers together
   double kept_per_atom = 0;       // likewise per atom of the node stage
   double transient_per_edge = 0;  // working set of one edge while its chunk is processed (one layer)
+  double recomputed_per_edge = 0; // what recompute rebuilds per edge of a chunk (the largest layer)
   double transient_per_atom = 0;  // working set of one atom in the node stage (one layer)
   double resident_per_atom = 0;   // what lives for the whole step (features, saved layer inputs)
 };
