@@ -106,27 +106,30 @@ std::vector<at::Tensor> fold_radial_mlp(const std::vector<at::Tensor>& layers) {
   return folded;
 }
 
-at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre) {
+at::Tensor radial_mlp_hidden(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre) {
   at::Tensor h = ef;
   pre->clear();
-  for (std::size_t k = 0; k < folded.size(); ++k) {
-    h = at::mm(h, folded[k]);
-    if (k + 1 < folded.size()) {
-      pre->push_back(h);
-      h = at::silu(h);
-    }
+  for (std::size_t k = 0; k + 1 < folded.size(); ++k) {
+    pre->push_back(at::mm(h, folded[k]));
+    h = at::silu(pre->back());
   }
   return h;
 }
 
+at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre) {
+  return at::mm(radial_mlp_hidden(folded, ef, pre), folded.back());
+}
+
+at::Tensor radial_mlp_hidden_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
+                                 const at::Tensor& grad_hidden) {
+  at::Tensor g = grad_hidden;
+  for (std::size_t k = folded.size() - 1; k-- > 0;) g = at::mm(at::silu_backward(g, pre[k]), folded[k].t());
+  return g;
+}
+
 at::Tensor radial_mlp_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
                           const at::Tensor& grad_out) {
-  at::Tensor g = grad_out;
-  for (std::size_t k = folded.size(); k-- > 0;) {
-    if (k + 1 < folded.size()) g = at::silu_backward(g, pre[k]);
-    g = at::mm(g, folded[k].t());
-  }
-  return g;
+  return radial_mlp_hidden_vjp(folded, pre, at::mm(grad_out, folded.back().t()));
 }
 
 at::Tensor density_forward(const InteractionParams& L, const at::Tensor& ef) {

@@ -38,6 +38,10 @@ std::vector<at::Tensor> fold_radial_mlp(const std::vector<at::Tensor>& layers);
 at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);
 at::Tensor radial_mlp_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
                           const at::Tensor& grad_out);
+// The same without the output layer: the last hidden activation [Ec, H] and d(ef) from its gradient.
+at::Tensor radial_mlp_hidden(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);
+at::Tensor radial_mlp_hidden_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
+                                 const at::Tensor& grad_hidden);
 
 // Density term tanh((ef W / sqrt(n))^2) [Ec, 1] of RealAgnosticDensity* blocks and its ef-gradient.
 at::Tensor density_forward(const InteractionParams& layer, const at::Tensor& ef);

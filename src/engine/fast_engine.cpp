@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "engine/first_layer.h"
 #include "engine/message_stage.h"
 #include "sc/sc_descriptor.h"
 #include "engine/node_stage.h"
@@ -74,17 +75,26 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
     throw Error("tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
                 "this evaluator is " + std::string(p_.options.dtype() == at::kFloat ? "float32" : "float64") + " on " +
                 p_.options.device().str());
-  for (const InteractionParams& L : p_.layers)
-    messages_.emplace_back(L, ConvTPOp(ConvTPDescriptor::build(L.in, p_.sh, L.tp), p_.options), settings_.tf32);
+  for (std::size_t t = 0; t < p_.layers.size(); ++t) {
+    const InteractionParams& L = p_.layers[t];
+    ConvTPDescriptor d = ConvTPDescriptor::build(L.in, p_.sh, L.tp);
+    // The first layer's features depend only on the species: reassociated (first_layer.h).
+    const bool reassociate = t == 0 && FirstLayerOp::applies(d);
+    messages_.emplace_back(L, ConvTPOp(d, p_.options), settings_.tf32, reassociate);
+  }
   for (int t = 0; t < c.num_interactions; ++t) sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);
 
   // Memory estimates from the shapes (element size x live values; on the H200 runs of
   // bench/RESULTS.md they come out ~20 % above the measured peaks).
   const double s = static_cast<double>(at::elementSize(p_.options.dtype().toScalarType()));
-  for (const InteractionParams& L : p_.layers) {
+  for (std::size_t t = 0; t < p_.layers.size(); ++t) {
+    const InteractionParams& L = p_.layers[t];
     double hidden = 0;
     for (std::size_t k = 0; k + 1 < L.radial_layers.size(); ++k) hidden += static_cast<double>(L.radial_layers[k].size(1));
-    const double mid = L.tp.mid.dim(), W = L.tp.weight_numel, in = L.in.dim();
+    // A reassociated layer keeps the last hidden activation instead of R and has no x-gradient.
+    const bool first = messages_[t].first.has_value();
+    const double last = static_cast<double>(L.radial_layers.back().size(0));
+    const double mid = L.tp.mid.dim(), W = first ? last : L.tp.weight_numel, in = first ? 0.0 : L.in.dim();
     const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
     // Kept per edge: the geometry (the fused kernels keep vectors, harmonics and radial features;
     // the ATen code also lengths, unit vectors, per-l harmonics and slopes), the MLP's hidden
@@ -143,10 +153,18 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   const at::Tensor v = vectors64.index_select(0, order).to(p_.options);
   const at::Tensor z_node = p_.atomic_numbers.index_select(0, g.species);
   const at::Tensor z_sender = z_node.index_select(0, sender), z_receiver = z_node.index_select(0, receiver);
-  const at::Tensor species_sender = g.species.index_select(0, sender);
+  // Layer 0 indexes its x table by sender species slot: rows of hu0_table_ for the species present.
+  const std::vector<int64_t> present_all = ntotal > 0 ? elements_present(g.species) : std::vector<int64_t>{};
+  const at::Tensor present_index =
+      at::tensor(present_all.empty() ? std::vector<int64_t>{0} : present_all, at::kLong).to(g.species.device());
+  const at::Tensor slot_of = at::zeros({c.num_elements()}, g.species.options())
+                                 .index_put_({present_index}, at::arange(present_index.size(0), g.species.options()));
+  const at::Tensor sender_slot = slot_of.index_select(0, g.species.index_select(0, sender));
+  const at::Tensor x0_table = hu0_table_.index_select(0, present_index);
   const at::Tensor species_local = g.species.narrow(0, 0, nlocal);
   const std::vector<EdgeChunk> chunks = edge_chunks(receiver, plan_.edge_chunk);
-  const std::vector<int64_t> present = nlocal > 0 ? elements_present(species_local) : std::vector<int64_t>{};
+  // (the local atoms' elements are among all atoms' ones; groups of absent elements come out empty)
+  const std::vector<int64_t> present = nlocal > 0 ? present_all : std::vector<int64_t>{};
   const int64_t achunk = plan_.atom_chunk;
   lap(timer_, "graph");
 
@@ -157,8 +175,8 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     in.vectors = slice(v, ch);
     in.z_sender = slice(z_sender, ch);
     in.z_receiver = slice(z_receiver, ch);
-    in.x_table = t == 0 ? hu0_table_ : hu;
-    in.x_index = t == 0 ? slice(species_sender, ch) : slice(sender, ch);
+    in.x_table = t == 0 ? x0_table : hu;
+    in.x_index = t == 0 ? slice(sender_slot, ch) : slice(sender, ch);
     in.rows = slice(receiver, ch) - ch.row0;
     in.nrows = ch.nrows;
     in.row_ptr = row_pointer(in.rows, ch.nrows);

@@ -1,5 +1,9 @@
 #include "engine/message_stage.h"
 
+#include <tuple>
+
+#include "core/error.h"
+
 #include "model/edge_outputs.h"
 #include "model/stage_timer.h"
 
@@ -55,14 +59,23 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
   lap(timer, "edge_geometry");
   {
     const Tf32Scope tf32(layer.tf32);
-    s->radial = radial_mlp_forward(layer.radial, s->geometry.ef, &s->mlp_pre);
+    if (layer.first)
+      s->hidden = radial_mlp_hidden(layer.radial, s->geometry.ef, &s->mlp_pre);
+    else
+      s->radial = radial_mlp_forward(layer.radial, s->geometry.ef, &s->mlp_pre);
   }
   lap(timer, "radial_mlp");
   MessageChunkOutput out;
   if (!aggregate) return out;
-  // Fused gather + tensor product + radial weights + receiver sum: no per-edge message tensor.
-  out.aggregate =
-      conv_tp_aggregate(layer.tp, in.x_table, in.x_index, s->geometry.sh, s->radial, in.row_ptr, in.nrows);
+  if (layer.first) {
+    const at::Tensor S = layer.first->sums(s->hidden, s->geometry.sh, in.x_index, in.row_ptr, in.nrows,
+                                           in.x_table.size(0));
+    out.aggregate = layer.first->aggregate(S, in.x_table);
+  } else {
+    // Fused gather + tensor product + radial weights + receiver sum: no per-edge message tensor.
+    out.aggregate =
+        conv_tp_aggregate(layer.tp, in.x_table, in.x_index, s->geometry.sh, s->radial, in.row_ptr, in.nrows);
+  }
   lap(timer, "tp_forward");
   if (L.density) {
     s->density = density_forward(L, s->geometry.ef);
@@ -76,17 +89,25 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
                                   const at::Tensor& grad_density, at::Tensor* x_table_grad, StageTimer* timer) {
   const InteractionParams& L = *layer.params;
   const ConvTPOp& tp = layer.tp;
-  const ConvTPEdgeGrads g =
-      in.x_gradient
-          ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial, in.row_ptr,
-                                       *x_table_grad, xindex_csr(in.x_index, in.x_table.size(0)))
-          : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
-                                       in.row_ptr);
+  if (layer.first && in.x_gradient)
+    throw Error("message stage: a reassociated layer has no x-table gradient (its rows are species)");
+  ConvTPEdgeGrads g;
+  at::Tensor grad_hidden;
+  if (layer.first) {
+    const at::Tensor dS = layer.first->aggregate_backward(grad_aggregate, in.x_table, s.hidden.size(1));
+    std::tie(grad_hidden, g.dY) = layer.first->sums_backward(dS, s.hidden, s.geometry.sh, in.x_index, in.row_ptr);
+  } else {
+    g = in.x_gradient ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
+                                                   in.row_ptr, *x_table_grad, xindex_csr(in.x_index, in.x_table.size(0)))
+                      : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
+                                                   in.row_ptr);
+  }
   lap(timer, "tp_backward");
   at::Tensor grad_ef;
   {
     const Tf32Scope tf32(layer.tf32);
-    grad_ef = radial_mlp_vjp(layer.radial, s.mlp_pre, g.dR);
+    grad_ef = layer.first ? radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden)
+                          : radial_mlp_vjp(layer.radial, s.mlp_pre, g.dR);
   }
   if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
   lap(timer, "radial_backward");

@@ -5,9 +5,11 @@
 // [row0, row0 + nrows) of the layer's owned atoms. Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <vector>
 
 #include "engine/conv_tp_op.h"
+#include "engine/first_layer.h"
 #include "engine/edge_geometry_op.h"
 #include "engine/edge_terms.h"
 #include "model/mace_params.h"
@@ -30,7 +32,8 @@ struct MessageChunkInput {
 struct MessageChunkState {
   EdgeGeometry geometry;
   std::vector<at::Tensor> mlp_pre;
-  at::Tensor radial;   // [Ec, weight_numel]
+  at::Tensor radial;   // [Ec, weight_numel] (not in reassociated layers)
+  at::Tensor hidden;   // [Ec, H] the radial MLP's last hidden layer (reassociated layers)
   at::Tensor density;  // [Ec, 1] density blocks
 };
 
@@ -43,12 +46,16 @@ class StageTimer;
 
 // What one layer's message stage runs with, built once per model.
 struct MessageLayer {
-  MessageLayer(const InteractionParams& layer, ConvTPOp tp, bool tf32 = false)
-      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)), tf32(tf32) {}
+  // reassociate: run the layer as first_layer.h (its x_table rows are then per sender species slot).
+  MessageLayer(const InteractionParams& layer, ConvTPOp tp, bool tf32 = false, bool reassociate = false)
+      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)), tf32(tf32) {
+    if (reassociate) first.emplace(this->tp.descriptor(), radial.back());
+  }
   const InteractionParams* params;  // the model's layer (density weights)
   std::vector<at::Tensor> radial;   // fold_radial_mlp of its radial MLP
   ConvTPOp tp;                      // its fused tensor-product kernels (conv_tp_op.h)
   bool tf32;                        // radial-MLP GEMMs on TF32 tensor cores (float32 on CUDA)
+  std::optional<FirstLayerOp> first;  // set: the layer runs reassociated (no R, no per-edge TP)
 };
 
 // geometry: the model's edge geometry (edge_geometry_op.h). aggregate = false recomputes only what

@@ -1,0 +1,136 @@
+#include "engine/first_layer.h"
+
+#include "core/error.h"
+#include "engine/species_outer_kernels.h"
+
+#if FLASHMACE_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace flashmace {
+
+namespace {
+
+template <typename T>
+SpeciesOuterArgs<T> args(const at::Tensor& h, const at::Tensor& Y, const at::Tensor& slot, const at::Tensor& row_ptr,
+                         int64_t Z) {
+  SpeciesOuterArgs<T> a;
+  a.h = h.data_ptr<T>();
+  a.Y = Y.data_ptr<T>();
+  a.slot = slot.data_ptr<int64_t>();
+  a.row_ptr = row_ptr.data_ptr<int64_t>();
+  a.nrows = row_ptr.size(0) - 1;
+  a.num_edges = h.size(0);
+  a.Z = static_cast<int>(Z);
+  a.H = static_cast<int>(h.size(1));
+  a.J = static_cast<int>(Y.size(1));
+  return a;
+}
+
+#if FLASHMACE_CUDA_KERNELS
+void* stream_of(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+#endif
+
+#if !FLASHMACE_CUDA_KERNELS
+[[noreturn]] void no_cuda() {
+  throw Error("first-layer sums: CUDA tensors given, but flashmace was built without its CUDA kernels");
+}
+#endif
+
+}  // namespace
+
+bool FirstLayerOp::applies(const ConvTPDescriptor& d) {
+  if (d.paths.empty() || d.dim_sh > kSpeciesOuterMaxJ) return false;
+  for (const ConvTPPathDescriptor& p : d.paths)
+    if (p.d1 != 1) return false;
+  return true;
+}
+
+FirstLayerOp::FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out) : d_(d), w_out_(w_out.contiguous()) {
+  if (!applies(d)) throw Error("first-layer reassociation: the layer has a path with non-scalar input");
+  for (const ConvTPPathDescriptor& p : d.paths) {
+    at::Tensor c = at::zeros({p.d2, p.d3}, at::kDouble);
+    for (int i = p.entry_begin; i < p.entry_end; ++i) {
+      const ConvTPW3jEntry& e = d.entries[i];
+      c[e.m2][e.m3] = p.alpha * e.c;
+    }
+    c_.push_back(c.to(w_out.options()));
+  }
+}
+
+at::Tensor FirstLayerOp::sums(const at::Tensor& h, const at::Tensor& Y, const at::Tensor& slot,
+                              const at::Tensor& row_ptr, int64_t nrows, int64_t Z) const {
+  const at::Tensor hc = h.contiguous(), Yc = Y.contiguous(), sc = slot.contiguous(), rp = row_ptr.contiguous();
+  at::Tensor S = at::zeros({nrows, Z, h.size(1), Y.size(1)}, h.options());
+  AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "first_layer_sums", [&] {
+    const SpeciesOuterArgs<scalar_t> a = args<scalar_t>(hc, Yc, sc, rp, Z);
+    if (h.is_cpu()) {
+      species_outer_forward_cpu(a, S.data_ptr<scalar_t>());
+    } else {
+#if FLASHMACE_CUDA_KERNELS
+      const c10::cuda::CUDAGuard guard(h.device());
+      species_outer_forward_cuda(a, S.data_ptr<scalar_t>(), stream_of(h));
+#else
+      no_cuda();
+#endif
+    }
+  });
+  return S;
+}
+
+at::Tensor FirstLayerOp::aggregate(const at::Tensor& S, const at::Tensor& x) const {
+  const int64_t n = S.size(0), Z = S.size(1), H = S.size(2);
+  at::Tensor agg = at::empty({n, d_.dim_mid}, S.options());
+  for (std::size_t q = 0; q < d_.paths.size(); ++q) {
+    const ConvTPPathDescriptor& p = d_.paths[q];
+    // T[n, Z, d3, H] = C_p^T S_p, then G = T W_p [n, Z, d3, C], then agg_p = sum_z x[z, u] G.
+    const at::Tensor t = at::matmul(c_[q].t(), S.narrow(3, p.y_offset, p.d2).transpose(2, 3)).contiguous();
+    const at::Tensor g = at::mm(t.view({n * Z * p.d3, H}), w_out_.narrow(1, p.w_offset, p.mul)).view({n, Z, p.d3, p.mul});
+    const at::Tensor xz = x.narrow(1, p.x_offset, p.mul).view({1, Z, 1, p.mul});
+    agg.narrow(1, p.mid_offset, p.mul * p.d3).view({n, p.mul, p.d3}).copy_((g * xz).sum(1).transpose(1, 2));
+  }
+  return agg;
+}
+
+at::Tensor FirstLayerOp::aggregate_backward(const at::Tensor& dagg, const at::Tensor& x, int64_t H) const {
+  const int64_t n = dagg.size(0), Z = x.size(0);
+  at::Tensor dS = at::zeros({n, Z, H, d_.dim_sh}, dagg.options());
+  for (std::size_t q = 0; q < d_.paths.size(); ++q) {
+    const ConvTPPathDescriptor& p = d_.paths[q];
+    const at::Tensor dp = dagg.narrow(1, p.mid_offset, p.mul * p.d3).view({n, 1, p.mul, p.d3}).transpose(2, 3);
+    const at::Tensor dg = (dp * x.narrow(1, p.x_offset, p.mul).view({1, Z, 1, p.mul})).contiguous();
+    const at::Tensor dt = at::mm(dg.view({n * Z * p.d3, p.mul}), w_out_.narrow(1, p.w_offset, p.mul).t())
+                              .view({n, Z, p.d3, H});
+    dS.narrow(3, p.y_offset, p.d2).add_(at::matmul(c_[q], dt).transpose(2, 3));  // [n, Z, d2, H] -> [n, Z, H, d2]
+  }
+  return dS;
+}
+
+std::pair<at::Tensor, at::Tensor> FirstLayerOp::sums_backward(const at::Tensor& dS, const at::Tensor& h,
+                                                              const at::Tensor& Y, const at::Tensor& slot,
+                                                              const at::Tensor& row_ptr) const {
+  const at::Tensor hc = h.contiguous(), Yc = Y.contiguous(), sc = slot.contiguous(), rp = row_ptr.contiguous();
+  const at::Tensor dSc = dS.contiguous();
+  const int64_t E = h.size(0), nrows = rp.size(0) - 1;
+  const at::Tensor edge_row = at::repeat_interleave(at::arange(nrows, rp.options()), rp.diff(), 0, E);
+  at::Tensor dh = at::empty_like(hc), dY = at::empty_like(Yc);
+  AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "first_layer_sums_backward", [&] {
+    SpeciesOuterArgs<scalar_t> a = args<scalar_t>(hc, Yc, sc, rp, dS.size(1));
+    a.edge_row = edge_row.data_ptr<int64_t>();
+    if (h.is_cpu()) {
+      species_outer_backward_cpu(a, dSc.data_ptr<scalar_t>(), dh.data_ptr<scalar_t>(), dY.data_ptr<scalar_t>());
+    } else {
+#if FLASHMACE_CUDA_KERNELS
+      const c10::cuda::CUDAGuard guard(h.device());
+      species_outer_backward_cuda(a, dSc.data_ptr<scalar_t>(), dh.data_ptr<scalar_t>(), dY.data_ptr<scalar_t>(),
+                                  stream_of(h));
+#else
+      no_cuda();
+#endif
+    }
+  });
+  return {dh, dY};
+}
+
+}  // namespace flashmace

@@ -1,0 +1,35 @@
+#pragma once
+// The per-edge part of the reassociated first interaction (first_layer.h), CPU and CUDA:
+//   forward:  S[row, z, k, j] = sum over the row's edges e with sender slot z of h[e, k] Y[e, j]
+//             (thread per (row, k), edges in order, sums in double: deterministic);
+//   backward: dh[e, k] = sum_j dS[row(e), z(e), k, j] Y[e, j],  dY[e, j] = sum_k h[e, k] dS[..., k, j]
+//             (thread per edge).
+// h [E, H], Y [E, J], slot [E] in [0, Z), row_ptr [nrows + 1] (edges sorted by row), edge_row [E];
+// S, dS [nrows, Z, H, J]. Torch-free: plain pointers (CUDA: device memory and a cudaStream_t).
+#include <cstdint>
+
+namespace flashmace {
+
+constexpr int kSpeciesOuterMaxJ = 32;  // spherical-harmonic components held in registers
+
+template <typename T>
+struct SpeciesOuterArgs {
+  const T* h = nullptr;
+  const T* Y = nullptr;
+  const int64_t* slot = nullptr;
+  const int64_t* row_ptr = nullptr;
+  const int64_t* edge_row = nullptr;
+  int64_t nrows = 0, num_edges = 0;
+  int Z = 0, H = 0, J = 0;
+};
+
+template <typename T>
+void species_outer_forward_cpu(const SpeciesOuterArgs<T>& a, T* S);
+template <typename T>
+void species_outer_backward_cpu(const SpeciesOuterArgs<T>& a, const T* dS, T* dh, T* dY);
+template <typename T>
+void species_outer_forward_cuda(const SpeciesOuterArgs<T>& a, T* S, void* stream);
+template <typename T>
+void species_outer_backward_cuda(const SpeciesOuterArgs<T>& a, const T* dS, T* dh, T* dY, void* stream);
+
+}  // namespace flashmace
