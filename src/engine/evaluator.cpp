@@ -118,7 +118,7 @@ class FastEvaluator : public TensorEvaluator {
   FastEvaluator(const ModelFile& file, const at::Device& device, const std::string& dtype, const EvaluatorOptions& o)
       : TensorEvaluator("fast", device, dtype),
         engine_(file, MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device),
-                EngineSettings{o.edge_chunk, o.atom_chunk, o.memory_bytes, o.sc, o.tf32, o.log}) {}
+                EngineSettings{o.edge_chunk, o.atom_chunk, o.memory_bytes, o.sc, o.tf32, o.reassociate, o.log}) {}
   const MaceConfig& config() const override { return engine_.params().config; }
   std::string sc_executor() const override { return engine_.sc_executor(); }
   std::string tp_executor() const override { return engine_.tp_executor(); }

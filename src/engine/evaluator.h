@@ -56,6 +56,7 @@ struct EvaluatorOptions {
   double memory_bytes = 0;        // fast path: working-memory budget; 0 = default (see memory_plan.h)
   std::string sc = "auto";        // fast path: SC executor, auto | specialized (CUDA) | generic
   bool tf32 = false;              // fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores
+  bool reassociate = true;        // fast path: first interaction per sender species (first_layer.h)
   // Messages the engine prints once (the memory plan); default: none.
   std::function<void(const std::string&)> log;
 };

@@ -79,7 +79,7 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
     const InteractionParams& L = p_.layers[t];
     ConvTPDescriptor d = ConvTPDescriptor::build(L.in, p_.sh, L.tp);
     // The first layer's features depend only on the species: reassociated (first_layer.h).
-    const bool reassociate = t == 0 && FirstLayerOp::applies(d);
+    const bool reassociate = settings_.reassociate && t == 0 && FirstLayerOp::applies(d);
     messages_.emplace_back(L, ConvTPOp(d, p_.options), settings_.tf32, reassociate);
   }
   for (int t = 0; t < c.num_interactions; ++t) sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);

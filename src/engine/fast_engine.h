@@ -28,6 +28,7 @@ struct EngineSettings {
   double memory_bytes = 0;  // budget (0 = default_memory_budget)
   std::string sc = "auto";  // symmetric-contraction executor: auto, specialized, generic
   bool tf32 = false;        // radial-MLP GEMMs in TF32 (float32 on CUDA only)
+  bool reassociate = true;  // the first interaction per sender species where it applies
   std::function<void(const std::string&)> log;
 };
 

@@ -41,7 +41,7 @@ void* stream_of(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.
 }  // namespace
 
 bool FirstLayerOp::applies(const ConvTPDescriptor& d) {
-  if (d.paths.empty() || d.dim_sh > kSpeciesOuterMaxJ) return false;
+  if (d.paths.empty() || !species_outer_supports(d.dim_sh)) return false;
   for (const ConvTPPathDescriptor& p : d.paths)
     if (p.d1 != 1) return false;
   return true;

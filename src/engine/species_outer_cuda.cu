@@ -19,17 +19,17 @@ void check_launch(const char* kernel) {
                 cudaGetErrorString(err));
 }
 
-template <typename T>
+template <typename T, int J>
 __global__ void forward_kernel(SpeciesOuterArgs<T> a, T* __restrict__ S) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx < a.nrows * a.H) species_outer_row(a, idx / a.H, static_cast<int>(idx % a.H), S);
+  if (idx < a.nrows * a.H) species_outer_row<T, J>(a, idx / a.H, static_cast<int>(idx % a.H), S);
 }
 
-template <typename T>
+template <typename T, int J>
 __global__ void backward_kernel(SpeciesOuterArgs<T> a, const T* __restrict__ dS, T* __restrict__ dh,
                                 T* __restrict__ dY) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e < a.num_edges) species_outer_edge(a, e, dS, dh, dY);
+  if (e < a.num_edges) species_outer_edge<T, J>(a, e, dS, dh, dY);
 }
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
@@ -39,14 +39,20 @@ unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1)
 template <typename T>
 void species_outer_forward_cuda(const SpeciesOuterArgs<T>& a, T* S, void* stream) {
   if (a.nrows * a.H == 0) return;
-  forward_kernel<T><<<blocks_for(a.nrows * a.H), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, S);
+  with_harmonic_count(a.J, [&](auto J) {
+    forward_kernel<T, decltype(J)::value>
+        <<<blocks_for(a.nrows * a.H), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, S);
+  });
   check_launch("forward");
 }
 
 template <typename T>
 void species_outer_backward_cuda(const SpeciesOuterArgs<T>& a, const T* dS, T* dh, T* dY, void* stream) {
   if (a.num_edges == 0) return;
-  backward_kernel<T><<<blocks_for(a.num_edges), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, dS, dh, dY);
+  with_harmonic_count(a.J, [&](auto J) {
+    backward_kernel<T, decltype(J)::value>
+        <<<blocks_for(a.num_edges), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, dS, dh, dY);
+  });
   check_launch("backward");
 }
 

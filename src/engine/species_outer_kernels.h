@@ -10,7 +10,8 @@
 
 namespace flashmace {
 
-constexpr int kSpeciesOuterMaxJ = 32;  // spherical-harmonic components held in registers
+// Harmonic counts J the kernels are compiled for: (l_max + 1)^2 for l_max = 0..4.
+constexpr bool species_outer_supports(int J) { return J == 1 || J == 4 || J == 9 || J == 16 || J == 25; }
 
 template <typename T>
 struct SpeciesOuterArgs {

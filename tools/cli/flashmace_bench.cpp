@@ -36,6 +36,7 @@ const char* kUsage =
     "  --memory GB         fast path: working-memory budget (default: 1 GiB on CPU, 1/4 of free GPU memory)\n"
     "  --sc auto|specialized|generic   fast path: symmetric-contraction executor (default auto)\n"
     "  --tf32                          fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores\n"
+    "  --no-reassociate                fast path: the first interaction per edge, not per sender species\n"
     "  --dtype float32|float64  --device cpu|cuda  --warmup N (2)  --steps N (5)\n"
     "  --no-breakdown      skip the per-stage breakdown (it costs extra synchronised steps)\n"
     "  --sweep             grow the lattice (cells N, N+1, ...) until a step fails; report the largest\n"
@@ -44,7 +45,7 @@ const char* kUsage =
 
 struct Options {
   std::string model, path = "fast", sc = "auto", dtype, device = "cpu", lattice = "fcc", xyz, data, json;
-  bool tf32 = false;
+  bool tf32 = false, reassociate = true;
   std::vector<std::string> elements, types;
   double a = 3.61, perturb = 0.05;
   int cells = 6, atoms = 0, warmup = 2, steps = 5, max_cells = 64;
@@ -96,6 +97,8 @@ Options parse(int argc, char** argv) {
       o.sc = value();
     else if (a == "--tf32")
       o.tf32 = true;
+    else if (a == "--no-reassociate")
+      o.reassociate = false;
     else if (a == "--device")
       o.device = value();
     else if (a == "--lattice")
@@ -258,6 +261,7 @@ int main(int argc, char** argv) {
     eo.memory_bytes = o.memory_gb * 1e9;
     eo.sc = o.sc;
     eo.tf32 = o.tf32;
+    eo.reassociate = o.reassociate;
     eo.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
     const std::unique_ptr<flashmace::Evaluator> evaluator = flashmace::make_evaluator(file, eo);
     flashmace::Evaluator& model = *evaluator;
