@@ -10,7 +10,8 @@
 #                             since the fixture itself needs mace-torch
 # Usage: tools/gpu_check.sh ASSETS OUT [--tests-only|--bench-only|--quick|--large|--build-only]
 # (--quick: the tests and the fast path's float32 table only.)
-# (--large: only the largest systems, 256,000 and 1,000,188 atoms float32, one step each.)
+# (--large: only the largest systems, 256,000 and 1,000,188 atoms float32, 256,000 and 500,000 float64,
+#  one step each.)
 # OUT receives build.log, ctest.log and bench-*.json / bench.log.
 set -euo pipefail
 assets=$(cd "$1" && pwd)
@@ -50,8 +51,12 @@ bench() {  # bench NAME ARGS...: one flashmace-bench run, table to bench.log, JS
     --json "$out/bench-$name.json" "$@" 2>&1 | tee -a "$out/bench.log" || echo "($name failed)" | tee -a "$out/bench.log"
 }
 if [ "$mode" = "--large" ]; then
+  # The largest systems, one step each: float32 up to 1,000,188 atoms, float64 up to 500,000.
   for cells in 40 63; do
     bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 0 --steps 1 --no-breakdown
+  done
+  for cells in 40 50; do
+    bench "fast-f64-c$cells" --path fast --dtype float64 --cells $cells --warmup 0 --steps 1 --no-breakdown
   done
   exit 0
 fi
@@ -61,21 +66,27 @@ if [ "$mode" = "--quick" ]; then
   done
   exit 0
 fi
-# SC load time: the specialised kernels compiled (empty cache), then from the cache.
+# Model load time: the specialised SC and conv TP kernels compiled (empty cache), then from the cache.
 export FLASHMACE_SC_CACHE=$build/sc-cache
 rm -rf "$FLASHMACE_SC_CACHE"
 for pass in uncached cached; do
   start=$(date +%s.%N)
   "$build/bin/flashmace-eval" --model "$assets/mp0-medium-f32.safetensors" --device cuda --xyz "$root/examples/eval/cuni_fcc32.xyz" > /dev/null
-  echo "model load + one evaluation ($pass SC kernels): $(python3 -c "import sys; print(round(float(sys.argv[1]) - float(sys.argv[2]), 2))" "$(date +%s.%N)" "$start") s" | tee -a "$out/bench.log"
+  echo "model load + one evaluation ($pass kernels): $(python3 -c "import sys; print(round(float(sys.argv[1]) - float(sys.argv[2]), 2))" "$(date +%s.%N)" "$start") s" | tee -a "$out/bench.log"
 done
-bench "sc-generic-f32-c16" --path fast --dtype float32 --cells 16 --warmup 2 --steps 3 --sc generic
-for cells in 6 10 16; do
-  bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 5
+# The size table (864 ... 62,500 atoms), float32 and float64, then the variants at 16,384 atoms.
+for cells in 6 10 16 25; do
+  bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 3
 done
-bench "reference-f32-c10" --path reference --dtype float32 --cells 10 --warmup 2 --steps 5
-for cells in 6 10; do
-  bench "fast-f64-c$cells" --path fast --dtype float64 --cells $cells --warmup 2 --steps 5
+for cells in 10 16 25; do
+  bench "fast-f64-c$cells" --path fast --dtype float64 --cells $cells --warmup 1 --steps 3 --no-breakdown
 done
-bench "fast-f32-c25" --path fast --dtype float32 --cells 25 --warmup 1 --steps 3
-bench "fast-f32-c10-chunked" --path fast --dtype float32 --cells 10 --warmup 2 --steps 5 --edge-chunk 20000 --atom-chunk 1000
+for cells in 16 25; do
+  bench "tf32-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 3 --no-breakdown --tf32
+done
+bench "reference-f32-c10" --path reference --dtype float32 --cells 10 --warmup 2 --steps 3 --no-breakdown
+bench "recompute-f32-c16" --path fast --dtype float32 --cells 16 --warmup 2 --steps 3 --no-breakdown \
+  --edge-chunk 1277952 --atom-chunk 16384
+bench "per-edge-first-layer-f32-c16" --path fast --dtype float32 --cells 16 --warmup 2 --steps 3 --no-breakdown \
+  --no-reassociate
+bench "sc-generic-f32-c16" --path fast --dtype float32 --cells 16 --warmup 2 --steps 3 --no-breakdown --sc generic
