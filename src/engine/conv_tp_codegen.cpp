@@ -1,7 +1,8 @@
 // Generates the specialised conv TP kernels (conv_tp_codegen.h). Register names:
 //   xB_m   x[xindex[e], x_offset(B) + u*d1 + m] of input block B (blocks numbered by first use)
 //   yK     Y[e, K]
-//   aP_m   forward accumulator of path P, output component m (summed over the row's edges)
+//   aP_m   forward accumulator of path P, output component m (double, summed over the row's edges)
+//   bP_m   its partial sum (T) over one block of edges
 //   gP_m   dagg[row, mid_offset(P) + u*d3 + m] (backward, loaded once per row)
 //   dxB_m, pyK  one edge's x- and Y-gradients of this channel
 // Every Wigner-3j entry c (alpha folded in) of path P contributes
@@ -21,6 +22,7 @@ namespace flashmace {
 namespace {
 
 constexpr int kMaxMidPerChannel = 64;  // sum of d3 over paths: the backward keeps them in registers
+constexpr int kForwardEdgeBlock = 8;   // edges per float partial sum of the forward kernel
 
 int next_power_of_two(int n) {
   int p = 1;
@@ -56,7 +58,7 @@ void emit_row_prologue(std::ostringstream& s, const ConvTPDescriptor& d) {
 void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
   s << "    const T* __restrict__ xr = x + xindex[e] * " << d.dim_in1 << "LL;\n"
     << "    const T* __restrict__ ye = Y + e * " << d.dim_sh << "LL;\n"
-    << "    const T* __restrict__ re = R + e * " << d.weight_numel << "LL + u;\n";
+    << "    const T* __restrict__ re = R + (rindex ? rindex[e] : e) * " << d.weight_numel << "LL + u;\n";
   std::map<int, int> block_dim;
   for (const ConvTPPathDescriptor& p : d.paths) block_dim[p.x_offset] = p.d1;
   for (const auto& [offset, d1] : block_dim)
@@ -71,20 +73,29 @@ void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std
 }
 
 void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
-  // Accumulators in double for both dtypes: a row's sum runs over all its edges (mace_spec.md's
-  // float32 runs keep long sums in float64); each product is still formed in T.
+  // A row's sum runs over all its edges, so it accumulates in double for both dtypes (mace_spec.md's
+  // float32 runs keep long sums in float64): each product is formed in T, summed in T over blocks of
+  // kForwardEdgeBlock edges (bP_m), and each block's partial sum added in double (aP_m). Converting
+  // every term to double would cost one float->double conversion per term, a pipe 8x narrower than
+  // the FMAs on sm_90: it made the float32 kernel conversion-bound.
   s << "template <typename T>\n__device__ __forceinline__ void tp_forward(const T* __restrict__ x, "
        "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
-       "const long long* __restrict__ row_ptr, T* __restrict__ agg, long long nrows) {\n";
+       "const long long* __restrict__ rindex, const long long* __restrict__ row_ptr, T* __restrict__ agg, "
+       "long long nrows) {\n";
   emit_row_prologue(s, d);
   for (std::size_t P = 0; P < d.paths.size(); ++P)
     for (int m = 0; m < d.paths[P].d3; ++m) s << "  double " << pname("a", P, m) << " = 0.0;\n";
   s << "  const long long e1 = row_ptr[row + 1];\n"
-    << "  for (long long e = row_ptr[row]; e < e1; ++e) {\n";
-  emit_edge_loads(s, d, blocks);
+    << "  for (long long e = row_ptr[row]; e < e1;) {\n"
+    << "    const long long eb = e + " << kForwardEdgeBlock << " < e1 ? e + " << kForwardEdgeBlock << " : e1;\n";
+  for (std::size_t P = 0; P < d.paths.size(); ++P)
+    for (int m = 0; m < d.paths[P].d3; ++m) s << "    T " << pname("b", P, m) << " = T(0);\n";
+  s << "    for (; e < eb; ++e) {\n";
+  std::ostringstream body;
+  emit_edge_loads(body, d, blocks);
   for (std::size_t P = 0; P < d.paths.size(); ++P) {
     const ConvTPPathDescriptor& p = d.paths[P];
-    s << "    {\n      const T r = re[" << p.w_offset << "];\n";
+    body << "    {\n      const T r = re[" << p.w_offset << "];\n";
     for (int m3 = 0; m3 < p.d3; ++m3) {
       std::string sum;
       for (int i = p.entry_begin; i < p.entry_end; ++i) {
@@ -93,10 +104,17 @@ void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::m
         sum += (sum.empty() ? "" : " + ") + cuda_literal(p.alpha * en.c) + " * " + xname(blocks, p, en.m1) + " * " +
                yname(p, en.m2);
       }
-      if (!sum.empty()) s << "      " << pname("a", P, m3) << " += (double)(r * (" << sum << "));\n";
+      if (!sum.empty()) body << "      " << pname("b", P, m3) << " += r * (" << sum << ");\n";
     }
-    s << "    }\n";
+    body << "    }\n";
   }
+  // The edge loop's body, indented one level deeper.
+  std::istringstream lines(body.str());
+  for (std::string line; std::getline(lines, line);) s << "  " << line << "\n";
+  s << "    }\n";
+  for (std::size_t P = 0; P < d.paths.size(); ++P)
+    for (int m = 0; m < d.paths[P].d3; ++m)
+      s << "    " << pname("a", P, m) << " += (double)" << pname("b", P, m) << ";\n";
   s << "  }\n"
     << "  T* __restrict__ o = agg + row * " << d.dim_mid << "LL;\n";
   for (std::size_t P = 0; P < d.paths.size(); ++P) {
@@ -127,7 +145,8 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
   const int P = conv_tp_dy_padded(d), parts = conv_tp_dy_parts(d);
   s << "template <typename T>\n__device__ __forceinline__ void tp_backward(const T* __restrict__ x, "
        "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
-       "const long long* __restrict__ row_ptr, const T* __restrict__ dagg, T* __restrict__ dR, "
+       "const long long* __restrict__ rindex, const long long* __restrict__ row_ptr, const T* __restrict__ dagg, "
+       "T* __restrict__ dR, "
        "T* __restrict__ dYp, T* __restrict__ dxe, long long nrows, int splits) {\n";
   // Each edge's outputs are its own (no sum over edges), so `splits` warps share a row's edges.
   s << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -164,7 +183,8 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
   s << "    if (dxe) {\n      T* __restrict__ dxr = dxe + e * " << d.dim_in1 << "LL;\n";
   for (const auto& [offset, d1] : block_dim)
     for (int m = 0; m < d1; ++m)
-      s << "      dxr[" << offset << " + u * " << d1 << " + " << m << "] = dx" << blocks.at(offset) << "_" << m << ";\n";
+      s << "      dxr[" << offset << " + u * " << d1 << " + " << m << "] = dx" << blocks.at(offset) << "_" << m
+        << ";\n";
   s << "    }\n    {\n";
   emit_warp_reduce_scatter(s, P, "      ");
   s << "      if (lane < " << P << ") dYp[(e * " << parts << "LL + (u >> 5)) * " << P << "LL + lane] = py0;\n"
@@ -227,18 +247,19 @@ std::string generate_conv_tp_cuda_source(const ConvTPDescriptor& d) {
   for (const char* t : {"float", "double"}) {
     const std::string f = std::string(t) == "float" ? "f32" : "f64", T(t);
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_forward_" << f << "(const " << T
-      << "* x, const long long* xindex, const " << T << "* Y, const " << T << "* R, const long long* row_ptr, " << T
-      << "* agg, long long nrows) { tp_forward<" << T << ">(x, xindex, Y, R, row_ptr, agg, nrows); }\n";
+      << "* x, const long long* xindex, const " << T << "* Y, const " << T
+      << "* R, const long long* rindex, const long long* row_ptr, " << T << "* agg, long long nrows) { tp_forward<" << T
+      << ">(x, xindex, Y, R, rindex, row_ptr, agg, nrows); }\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_backward_" << f << "(const " << T
-      << "* x, const long long* xindex, const " << T << "* Y, const " << T << "* R, const long long* row_ptr, const "
-      << T << "* dagg, " << T << "* dR, " << T << "* dYp, " << T
-      << "* dxe, long long nrows, int splits) { tp_backward<" << T
-      << ">(x, xindex, Y, R, row_ptr, dagg, dR, dYp, dxe, nrows, splits); }\n";
+      << "* x, const long long* xindex, const " << T << "* Y, const " << T
+      << "* R, const long long* rindex, const long long* row_ptr, const " << T << "* dagg, " << T << "* dR, " << T
+      << "* dYp, " << T << "* dxe, long long nrows, int splits) { tp_backward<" << T
+      << ">(x, xindex, Y, R, rindex, row_ptr, dagg, dR, dYp, dxe, nrows, splits); }\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dy_reduce_" << f << "(const " << T
       << "* dYp, " << T << "* dY, long long E) { tp_dy_reduce<" << T << ">(dYp, dY, E); }\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dx_gather_" << f << "(const " << T
-      << "* dxe, const long long* x_perm, const long long* x_ptr, " << T
-      << "* dx, long long num_x) { tp_dx_gather<" << T << ">(dxe, x_perm, x_ptr, dx, num_x); }\n";
+      << "* dxe, const long long* x_perm, const long long* x_ptr, " << T << "* dx, long long num_x) { tp_dx_gather<"
+      << T << ">(dxe, x_perm, x_ptr, dx, num_x); }\n";
   }
   return s.str();
 }

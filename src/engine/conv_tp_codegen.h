@@ -6,15 +6,17 @@
 //
 // Kernels (suffix _f32 / _f64), thread per (receiver row, channel u), blocks of
 // kConvTPSpecializedThreads threads, edges of a row visited in order (no atomics, deterministic):
-//   tp_forward  (x, xindex, Y, R, row_ptr, agg, nrows)
-//   tp_backward (x, xindex, Y, R, row_ptr, dagg, dR, dYp, dxe, nrows, splits): thread per
+//   tp_forward  (x, xindex, Y, R, rindex, row_ptr, agg, nrows)
+//   tp_backward (x, xindex, Y, R, rindex, row_ptr, dagg, dR, dYp, dxe, nrows, splits): thread per
 //               (row, split, channel), a row's edges dealt round-robin to its `splits` warps
 //               (more threads for small systems); dR [E, weight_numel];
 //               dYp [E, dy_parts, dy_padded]: each warp's partial dY (its 32 channels, reduced by
 //               register shuffles); dxe [E, dim_in1] each edge's x-gradient (skipped when null)
 //   tp_dy_reduce (dYp, dY, E): dY [E, dim_sh] = sum over the parts
 //   tp_dx_gather (dxe, x_perm, x_ptr, dx, num_x): dx[x] += sum of dxe over x's edges, in x_perm order
-// Sums over a row's edges (forward) and a node's edges (dx) accumulate in double for both dtypes.
+// rindex (may be null): each edge's row of R (conv_tp_kernels.h radial_index).
+// Sums over a row's edges (forward: in T over blocks of 8 edges, the blocks in double) and a node's
+// edges (dx) accumulate in double for both dtypes.
 #include <string>
 
 #include "engine/conv_tp_descriptor.h"

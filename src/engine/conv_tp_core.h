@@ -39,6 +39,12 @@ FLASHMACE_HD int64_t conv_tp_edge_row(const ConvTPEdges<T>& g, int64_t e) {
   return g.edge_row ? g.edge_row[e] : conv_tp_row_of_edge(g.row_ptr, g.nrows, e);
 }
 
+// The radial weights of edge e: its row of R, or the row it shares (radial_index).
+template <typename T>
+FLASHMACE_HD const T* conv_tp_radial(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, int64_t e) {
+  return g.R + (g.radial_index ? g.radial_index[e] : e) * t.weight_numel;
+}
+
 // out_u[m3] += r * TP(x_u, y)[m3]   (x_u: block i1 at channel u, y: block i2, out_u: block k at u)
 template <typename T>
 FLASHMACE_HD void conv_tp_forward_add(const ConvTPTables<T>& t, const ConvTPKernelPath& p, T r, const T* x_u,

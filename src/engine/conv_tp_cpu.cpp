@@ -29,7 +29,7 @@ void conv_tp_forward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* a
     for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
       const T* x = g.x + g.xindex[e] * t.dim_in1;
       const T* y = g.Y + e * t.dim_sh;
-      const T* r = g.R + e * t.weight_numel;
+      const T* r = conv_tp_radial(t, g, e);
       for (int i = 0; i < t.num_paths; ++i) {
         const ConvTPKernelPath& p = t.paths[i];
         for (int u = 0; u < p.mul; ++u)
@@ -47,7 +47,7 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, con
     for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
       const T* x = g.x + g.xindex[e] * t.dim_in1;
       const T* y = g.Y + e * t.dim_sh;
-      const T* r = g.R + e * t.weight_numel;
+      const T* r = conv_tp_radial(t, g, e);
       T* dr = d.dR + e * t.weight_numel;
       T* dy = d.dY + e * t.dim_sh;
       std::fill(dy, dy + t.dim_sh, T(0));
@@ -73,7 +73,7 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, con
       const int64_t e = d.x_perm[j];
       const T* grow = d.dagg + conv_tp_edge_row(g, e) * t.dim_mid;
       const T* y = g.Y + e * t.dim_sh;
-      const T* r = g.R + e * t.weight_numel;
+      const T* r = conv_tp_radial(t, g, e);
       for (int i = 0; i < t.num_paths; ++i) {
         const ConvTPKernelPath& p = t.paths[i];
         for (int u = 0; u < p.mul; ++u)

@@ -52,7 +52,7 @@ __global__ void forward_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, T* __restric
 #pragma unroll
       for (int m = 0; m < kMaxD3; ++m) acc[m] = 0;
       for (int64_t e = e0; e < e1; ++e) {
-        const T r = g.R[e * t.weight_numel + p.w_offset + u];
+        const T r = conv_tp_radial(t, g, e)[p.w_offset + u];
         const T* x_u = g.x + g.xindex[e] * t.dim_in1 + p.x_offset + u * p.d1;
         const T* y = g.Y + e * t.dim_sh + p.y_offset;
         for (int32_t q = p.run_begin[kConvTPByM3]; q < p.run_end[kConvTPByM3]; ++q) {
@@ -68,7 +68,7 @@ __global__ void forward_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, T* __restric
       T acc = 0;
       for (int64_t e = e0; e < e1; ++e) {
         const T* x_u = g.x + g.xindex[e] * t.dim_in1 + p.x_offset + u * p.d1;
-        acc += g.R[e * t.weight_numel + p.w_offset + u] * conv_tp_contract(t, run, x_u, g.Y + e * t.dim_sh + p.y_offset);
+        acc += conv_tp_radial(t, g, e)[p.w_offset + u] * conv_tp_contract(t, run, x_u, g.Y + e * t.dim_sh + p.y_offset);
       }
       out[p.mid_offset + u * p.d3 + run.out] = acc;
     }
@@ -85,7 +85,7 @@ __global__ void edge_grad_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, ConvTPGrad
   const int64_t e = blockIdx.x;
   const T* x = g.x + g.xindex[e] * t.dim_in1;
   const T* y = g.Y + e * t.dim_sh;
-  const T* r = g.R + e * t.weight_numel;
+  const T* r = conv_tp_radial(t, g, e);
   const T* grow = d.dagg + conv_tp_edge_row(g, e) * t.dim_mid;
   for (int i = 0; i < t.num_paths; ++i) {
     const ConvTPKernelPath p = t.paths[i];
@@ -150,7 +150,7 @@ __global__ void x_grad_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, ConvTPGradien
     for (int i = 0; i < t.num_paths; ++i) {
       const ConvTPKernelPath p = t.paths[i];
       if (u >= p.mul) continue;
-      conv_tp_x_grad_add(t, p, g.R[e * t.weight_numel + p.w_offset + u], g.Y + e * t.dim_sh + p.y_offset,
+      conv_tp_x_grad_add(t, p, conv_tp_radial(t, g, e)[p.w_offset + u], g.Y + e * t.dim_sh + p.y_offset,
                          grow + p.mid_offset + u * p.d3, dx + p.x_offset + u * p.d1);
     }
   }

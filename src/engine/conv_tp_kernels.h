@@ -2,6 +2,7 @@
 // Fused message kernels of the conv tensor product (mace_spec.md 5.2), CPU and CUDA, float and double.
 //   forward:  agg[row] = sum_{e in row} TP(x[xindex[e]], Y[e], R[e])          (no [E, dim(mid)] tensor)
 //   backward: dR[e], dY[e] from dagg[row(e)]; dx[xindex[e]] += ... (optional)
+// R[e] stands for R[radial_index[e]] when a radial index is given; dR stays per edge.
 // Edges are sorted by receiver: the edges of output row r are row_ptr[r] .. row_ptr[r+1]-1, with
 // row_ptr[0] = 0 and row_ptr[nrows] = num_edges (indices relative to the first edge of the range).
 // Every output element is summed by one thread in a fixed order: results are deterministic.
@@ -60,7 +61,9 @@ struct ConvTPEdges {
   int64_t num_x = 0;
   const int64_t* xindex = nullptr;     // [num_edges]: row of x for each edge (sender node or species)
   const T* Y = nullptr;                // [num_edges, dim_sh]
-  const T* R = nullptr;                // [num_edges, weight_numel]
+  const T* R = nullptr;                // [num_radial, weight_numel]
+  const int64_t* radial_index = nullptr;  // [num_edges]: row of R for each edge (null: row e; edges
+                                          // with bitwise-equal radial inputs can share one row)
   const int64_t* row_ptr = nullptr;    // [nrows + 1]: receiver CSR
   const int64_t* edge_row = nullptr;   // [num_edges]: each edge's row (optional; else found in row_ptr)
   int64_t nrows = 0;
@@ -70,7 +73,7 @@ struct ConvTPEdges {
 template <typename T>
 struct ConvTPGradients {
   const T* dagg = nullptr;            // [nrows, dim_mid]
-  T* dR = nullptr;                    // [num_edges, weight_numel], written
+  T* dR = nullptr;                    // [num_edges, weight_numel], written (per edge, also with a radial index)
   T* dY = nullptr;                    // [num_edges, dim_sh], written
   T* dx = nullptr;                    // [num_x, dim_in1], accumulated (+=); null: skipped
   const int64_t* x_perm = nullptr;    // [num_edges]: edges sorted by xindex (needed with dx)

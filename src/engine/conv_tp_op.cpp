@@ -28,7 +28,8 @@ void check_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype, a
     throw Error(what + " has dtype " + std::string(c10::toString(t.scalar_type())) + ", expected " +
                 c10::toString(dtype));
   if (t.device() != device) throw Error(what + " is on " + t.device().str() + ", expected " + device.str());
-  const bool shape_ok = cols < 0 ? t.dim() == 1 && t.size(0) == rows : t.dim() == 2 && t.size(0) == rows && t.size(1) == cols;
+  const bool shape_ok =
+      cols < 0 ? t.dim() == 1 && t.size(0) == rows : t.dim() == 2 && t.size(0) == rows && t.size(1) == cols;
   if (!shape_ok)
     throw Error(what + " has shape " + c10::str(t.sizes()) + ", expected [" + std::to_string(rows) +
                 (cols < 0 ? "" : ", " + std::to_string(cols)) + "]");
@@ -36,13 +37,14 @@ void check_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype, a
 
 template <typename T>
 ConvTPEdges<T> edges(const at::Tensor& x, const at::Tensor& xindex, const at::Tensor& Y, const at::Tensor& R,
-                     const at::Tensor& row_ptr, int64_t nrows) {
+                     const at::Tensor& radial_index, const at::Tensor& row_ptr, int64_t nrows) {
   ConvTPEdges<T> g;
   g.x = x.data_ptr<T>();
   g.num_x = x.size(0);
   g.xindex = xindex.data_ptr<int64_t>();
   g.Y = Y.data_ptr<T>();
   g.R = R.data_ptr<T>();
+  if (radial_index.defined()) g.radial_index = radial_index.data_ptr<int64_t>();
   g.row_ptr = row_ptr.data_ptr<int64_t>();
   g.nrows = nrows;
   g.num_edges = Y.size(0);
@@ -51,16 +53,21 @@ ConvTPEdges<T> edges(const at::Tensor& x, const at::Tensor& xindex, const at::Te
 
 // Shapes and devices of the forward inputs; returns them contiguous.
 struct Inputs {
-  at::Tensor x, xindex, Y, R, row_ptr;
+  at::Tensor x, xindex, Y, R, radial_index, row_ptr;
 };
 Inputs check_inputs(const ConvTPOp& op, const at::Tensor& x_table, const at::Tensor& xindex, const at::Tensor& Y,
-                    const at::Tensor& R, const at::Tensor& row_ptr, int64_t nrows) {
+                    const at::Tensor& R, const at::Tensor& radial_index, const at::Tensor& row_ptr, int64_t nrows) {
   const ConvTPDescriptor& d = op.descriptor();
   const int64_t E = Y.defined() ? Y.size(0) : 0;
   check_tensor(x_table, "x_table", op.dtype(), op.device(), x_table.defined() ? x_table.size(0) : 0, d.dim_in1);
   check_tensor(xindex, "xindex", at::kLong, op.device(), E, -1);
   check_tensor(Y, "Y", op.dtype(), op.device(), E, d.dim_sh);
-  check_tensor(R, "R", op.dtype(), op.device(), E, d.weight_numel);
+  if (radial_index.defined()) {
+    check_tensor(radial_index, "radial_index", at::kLong, op.device(), E, -1);
+    check_tensor(R, "R", op.dtype(), op.device(), R.defined() ? R.size(0) : 0, d.weight_numel);
+  } else {
+    check_tensor(R, "R", op.dtype(), op.device(), E, d.weight_numel);
+  }
   check_tensor(row_ptr, "row_ptr", at::kLong, op.device(), nrows + 1, -1);
   if (op.device().is_cpu()) {  // on a GPU this check would cost a synchronisation
     const int64_t* rp = row_ptr.contiguous().data_ptr<int64_t>();
@@ -68,7 +75,12 @@ Inputs check_inputs(const ConvTPOp& op, const at::Tensor& x_table, const at::Ten
       throw Error("conv TP: row_ptr must run from 0 to the number of edges " + std::to_string(E) + ", got " +
                   std::to_string(rp[0]) + " .. " + std::to_string(rp[nrows]));
   }
-  return {x_table.contiguous(), xindex.contiguous(), Y.contiguous(), R.contiguous(), row_ptr.contiguous()};
+  return {x_table.contiguous(),
+          xindex.contiguous(),
+          Y.contiguous(),
+          R.contiguous(),
+          radial_index.defined() ? radial_index.contiguous() : at::Tensor(),
+          row_ptr.contiguous()};
 }
 
 #if FLASHMACE_CUDA_KERNELS
@@ -77,8 +89,9 @@ void* current_stream(at::Device device) { return c10::cuda::getCurrentCUDAStream
 
 #if !FLASHMACE_CUDA_KERNELS
 [[noreturn]] void no_cuda() {
-  throw Error("conv TP: CUDA tensors given, but flashmace was built without its CUDA kernels "
-              "(FLASHMACE_CUDA_KERNELS); reconfigure on a machine with nvcc, or use the CPU");
+  throw Error(
+      "conv TP: CUDA tensors given, but flashmace was built without its CUDA kernels "
+      "(FLASHMACE_CUDA_KERNELS); reconfigure on a machine with nvcc, or use the CPU");
 }
 #endif
 
@@ -147,11 +160,12 @@ XIndexCsr xindex_csr(const at::Tensor& xindex, int64_t num_x) {
 }
 
 at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, const at::Tensor& xindex,
-                             const at::Tensor& Y, const at::Tensor& R, const at::Tensor& row_ptr, int64_t nrows) {
-  const Inputs in = check_inputs(op, x_table, xindex, Y, R, row_ptr, nrows);
+                             const at::Tensor& Y, const at::Tensor& R, const at::Tensor& row_ptr, int64_t nrows,
+                             const at::Tensor& radial_index) {
+  const Inputs in = check_inputs(op, x_table, xindex, Y, R, radial_index, row_ptr, nrows);
   at::Tensor agg = at::empty({nrows, op.descriptor().dim_mid}, in.Y.options());
   AT_DISPATCH_FLOATING_TYPES(op.dtype(), "conv_tp_aggregate", [&] {
-    const ConvTPEdges<scalar_t> g = edges<scalar_t>(in.x, in.xindex, in.Y, in.R, in.row_ptr, nrows);
+    const ConvTPEdges<scalar_t> g = edges<scalar_t>(in.x, in.xindex, in.Y, in.R, in.radial_index, in.row_ptr, nrows);
     if (op.device().is_cpu()) {
       conv_tp_forward_cpu(op.tables<scalar_t>(), g, agg.data_ptr<scalar_t>());
     } else {
@@ -171,9 +185,10 @@ at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, cons
 
 ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor& dagg, const at::Tensor& x_table,
                                            const at::Tensor& xindex, const at::Tensor& Y, const at::Tensor& R,
-                                           const at::Tensor& row_ptr, at::Tensor dx, const XIndexCsr& x_csr) {
+                                           const at::Tensor& row_ptr, at::Tensor dx, const XIndexCsr& x_csr,
+                                           const at::Tensor& radial_index) {
   const int64_t nrows = dagg.defined() ? dagg.size(0) : 0;
-  const Inputs in = check_inputs(op, x_table, xindex, Y, R, row_ptr, nrows);
+  const Inputs in = check_inputs(op, x_table, xindex, Y, R, radial_index, row_ptr, nrows);
   const ConvTPDescriptor& d = op.descriptor();
   check_tensor(dagg, "dagg", op.dtype(), op.device(), nrows, d.dim_mid);
   const at::Tensor g_agg = dagg.contiguous();
@@ -198,7 +213,7 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
   const at::Tensor dx_scratch =
       spec && dx.defined() ? at::empty({E, spec->dx_scratch_columns()}, in.Y.options()) : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES(op.dtype(), "conv_tp_aggregate_backward", [&] {
-    ConvTPEdges<scalar_t> g = edges<scalar_t>(in.x, in.xindex, in.Y, in.R, in.row_ptr, nrows);
+    ConvTPEdges<scalar_t> g = edges<scalar_t>(in.x, in.xindex, in.Y, in.R, in.radial_index, in.row_ptr, nrows);
     if (edge_row.defined()) g.edge_row = edge_row.data_ptr<int64_t>();
     ConvTPGradients<scalar_t> grads;
     grads.dagg = g_agg.data_ptr<scalar_t>();

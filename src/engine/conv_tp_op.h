@@ -46,19 +46,22 @@ XIndexCsr xindex_csr(const at::Tensor& xindex, int64_t num_x);
 
 // x_table [X, dim(in1)], xindex [E] int64, Y [E, dim(sh)], R [E, weight_numel], row_ptr [nrows + 1]
 // int64 with row_ptr[0] = 0 and row_ptr[nrows] = E (edges sorted by receiver). Returns agg
-// [nrows, dim(mid)]. Float tensors in the op's dtype and on its device.
+// [nrows, dim(mid)]. Float tensors in the op's dtype and on its device. With radial_index ([E]
+// int64, rows of R), R is [any, weight_numel] and edge e uses row radial_index[e].
 at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, const at::Tensor& xindex,
-                             const at::Tensor& Y, const at::Tensor& R, const at::Tensor& row_ptr, int64_t nrows);
+                             const at::Tensor& Y, const at::Tensor& R, const at::Tensor& row_ptr, int64_t nrows,
+                             const at::Tensor& radial_index = {});
 
 struct ConvTPEdgeGrads {
   at::Tensor dR;  // [E, weight_numel]
   at::Tensor dY;  // [E, dim(sh)]
 };
 // Gradients for dagg [nrows, dim(mid)]. When dx is defined ([X, dim(in1)], contiguous) the x-table
-// gradient is added to it; x_csr must then be xindex_csr(xindex, X).
+// gradient is added to it; x_csr must then be xindex_csr(xindex, X). dR is per edge ([E,
+// weight_numel]) also with a radial index.
 ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor& dagg, const at::Tensor& x_table,
                                            const at::Tensor& xindex, const at::Tensor& Y, const at::Tensor& R,
                                            const at::Tensor& row_ptr, at::Tensor dx = {},
-                                           const XIndexCsr& x_csr = {});
+                                           const XIndexCsr& x_csr = {}, const at::Tensor& radial_index = {});
 
 }  // namespace flashmace

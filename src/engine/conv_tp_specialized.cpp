@@ -94,9 +94,10 @@ void ConvTPSpecialized::forward(const ConvTPEdges<T>& g, T* agg, void* stream) c
   const T* x = g.x;
   const long long* xindex = reinterpret_cast<const long long*>(g.xindex);
   const T *Y = g.Y, *R = g.R;
+  const long long* rindex = reinterpret_cast<const long long*>(g.radial_index);
   const long long* row_ptr = reinterpret_cast<const long long*>(g.row_ptr);
   long long nrows = g.nrows;
-  void* args[] = {&x, &xindex, &Y, &R, &row_ptr, &agg, &nrows};
+  void* args[] = {&x, &xindex, &Y, &R, &rindex, &row_ptr, &agg, &nrows};
   launch("tp_forward", std::is_same_v<T, double>, nrows * channels_, args, stream);
 }
 
@@ -108,6 +109,7 @@ void ConvTPSpecialized::backward(const ConvTPEdges<T>& g, const ConvTPGradients<
   const T* x = g.x;
   const long long* xindex = reinterpret_cast<const long long*>(g.xindex);
   const T *Y = g.Y, *R = g.R, *dagg = d.dagg;
+  const long long* rindex = reinterpret_cast<const long long*>(g.radial_index);
   const long long* row_ptr = reinterpret_cast<const long long*>(g.row_ptr);
   long long nrows = g.nrows, E = g.num_edges, num_x = g.num_x;
   T *dR = d.dR, *dY = d.dY, *dx = d.dx;
@@ -116,7 +118,7 @@ void ConvTPSpecialized::backward(const ConvTPEdges<T>& g, const ConvTPGradients<
   constexpr long long kTargetThreads = 2LL * 132 * 2048;
   const long long row_threads = std::max(1LL, nrows * channels_);
   int splits = static_cast<int>(std::min<long long>(kMaxSplits, (kTargetThreads + row_threads - 1) / row_threads));
-  void* bwd[] = {&x, &xindex, &Y, &R, &row_ptr, &dagg, &dR, &dYp, &dxe_or_null, &nrows, &splits};
+  void* bwd[] = {&x, &xindex, &Y, &R, &rindex, &row_ptr, &dagg, &dR, &dYp, &dxe_or_null, &nrows, &splits};
   launch("tp_backward", f64, nrows * splits * channels_, bwd, stream);
   const T* dYp_in = dYp;
   void* reduce[] = {&dYp_in, &dY, &E};

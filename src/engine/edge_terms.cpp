@@ -127,11 +127,6 @@ at::Tensor radial_mlp_hidden_vjp(const std::vector<at::Tensor>& folded, const st
   return g;
 }
 
-at::Tensor radial_mlp_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
-                          const at::Tensor& grad_out) {
-  return radial_mlp_hidden_vjp(folded, pre, at::mm(grad_out, folded.back().t()));
-}
-
 at::Tensor density_forward(const InteractionParams& L, const at::Tensor& ef) {
   const double nb = static_cast<double>(L.density_weight.size(0));
   return at::tanh(at::pow(at::matmul(ef, L.density_weight) / std::sqrt(nb), 2));

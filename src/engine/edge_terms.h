@@ -36,9 +36,8 @@ at::Tensor edge_geometry_vjp(const MaceParams& model, const EdgeGeometry& geomet
 std::vector<at::Tensor> fold_radial_mlp(const std::vector<at::Tensor>& layers);
 // `pre` receives the hidden pre-activations the backward pass needs.
 at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);
-at::Tensor radial_mlp_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
-                          const at::Tensor& grad_out);
-// The same without the output layer: the last hidden activation [Ec, H] and d(ef) from its gradient.
+// Without the output layer: the last hidden activation [Ec, H], and d(ef) from its gradient (callers
+// take the output layer's transpose themselves).
 at::Tensor radial_mlp_hidden(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);
 at::Tensor radial_mlp_hidden_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
                                  const at::Tensor& grad_hidden);

@@ -63,6 +63,19 @@ std::string dtype_of(const ModelFile& file, const EvaluatorOptions& o) {
   return dtype;
 }
 
+EngineSettings settings_of(const EvaluatorOptions& o) {
+  EngineSettings s;
+  s.edge_chunk = o.edge_chunk;
+  s.atom_chunk = o.atom_chunk;
+  s.memory_bytes = o.memory_bytes;
+  s.sc = o.sc;
+  s.tf32 = o.tf32;
+  s.reassociate = o.reassociate;
+  s.radial_pairs = o.radial_pairs;
+  s.log = o.log;
+  return s;
+}
+
 // Both paths share everything but the energy-and-gradient computation.
 class TensorEvaluator : public Evaluator {
  public:
@@ -102,8 +115,7 @@ class ReferenceEvaluator : public TensorEvaluator {
 
  protected:
   std::pair<at::Tensor, at::Tensor> energy_and_gradient(const GraphTensors& g, const at::Tensor& vectors,
-                                                        int64_t nlocal, HaloExchanger* halo,
-                                                        bool want_grad) override {
+                                                        int64_t nlocal, HaloExchanger* halo, bool want_grad) override {
     const EdgeGradients eg = reference_edge_gradients(params_, g, vectors, halo, nlocal, want_grad, timer_);
     return {eg.node_energy, eg.grad};
   }
@@ -117,8 +129,7 @@ class FastEvaluator : public TensorEvaluator {
  public:
   FastEvaluator(const ModelFile& file, const at::Device& device, const std::string& dtype, const EvaluatorOptions& o)
       : TensorEvaluator("fast", device, dtype),
-        engine_(file, MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device),
-                EngineSettings{o.edge_chunk, o.atom_chunk, o.memory_bytes, o.sc, o.tf32, o.reassociate, o.log}) {}
+        engine_(file, MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device), settings_of(o)) {}
   const MaceConfig& config() const override { return engine_.params().config; }
   std::string sc_executor() const override { return engine_.sc_executor(); }
   std::string tp_executor() const override { return engine_.tp_executor(); }
@@ -126,8 +137,7 @@ class FastEvaluator : public TensorEvaluator {
 
  protected:
   std::pair<at::Tensor, at::Tensor> energy_and_gradient(const GraphTensors& g, const at::Tensor& vectors,
-                                                        int64_t nlocal, HaloExchanger* halo,
-                                                        bool want_grad) override {
+                                                        int64_t nlocal, HaloExchanger* halo, bool want_grad) override {
     const EngineResult r = engine_.run(g, vectors, nlocal, halo, want_grad);
     return {r.node_energy, r.grad};
   }

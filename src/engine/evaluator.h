@@ -57,6 +57,7 @@ struct EvaluatorOptions {
   std::string sc = "auto";        // fast path: SC executor, auto | specialized (CUDA) | generic
   bool tf32 = false;              // fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores
   bool reassociate = true;        // fast path: first interaction per sender species (first_layer.h)
+  std::string radial_pairs = "auto";  // fast path: one radial MLP per reverse-edge pair: auto | on | off
   // Messages the engine prints once (the memory plan); default: none.
   std::function<void(const std::string&)> log;
 };

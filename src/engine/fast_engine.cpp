@@ -8,9 +8,10 @@
 #include "core/error.h"
 #include "engine/first_layer.h"
 #include "engine/message_stage.h"
-#include "sc/sc_descriptor.h"
 #include "engine/node_stage.h"
+#include "engine/radial_pairs.h"
 #include "model/e3nn_ops.h"
+#include "sc/sc_descriptor.h"
 
 namespace flashmace {
 
@@ -71,10 +72,13 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
   const InteractionParams& L0 = p_.layers[0];
   h0_table_ = p_.node_embedding / std::sqrt(static_cast<double>(Z));
   hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.in);
+  if (settings_.radial_pairs != "auto" && settings_.radial_pairs != "on" && settings_.radial_pairs != "off")
+    throw Error("Unknown radial_pairs setting '" + settings_.radial_pairs + "' (use auto, on or off)");
   if (settings_.tf32 && (!p_.options.device().is_cuda() || p_.options.dtype() != at::kFloat))
-    throw Error("tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
-                "this evaluator is " + std::string(p_.options.dtype() == at::kFloat ? "float32" : "float64") + " on " +
-                p_.options.device().str());
+    throw Error(
+        "tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
+        "this evaluator is " +
+        std::string(p_.options.dtype() == at::kFloat ? "float32" : "float64") + " on " + p_.options.device().str());
   for (std::size_t t = 0; t < p_.layers.size(); ++t) {
     const InteractionParams& L = p_.layers[t];
     ConvTPDescriptor d = ConvTPDescriptor::build(L.in, p_.sh, L.tp);
@@ -90,7 +94,8 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
   for (std::size_t t = 0; t < p_.layers.size(); ++t) {
     const InteractionParams& L = p_.layers[t];
     double hidden = 0;
-    for (std::size_t k = 0; k + 1 < L.radial_layers.size(); ++k) hidden += static_cast<double>(L.radial_layers[k].size(1));
+    for (std::size_t k = 0; k + 1 < L.radial_layers.size(); ++k)
+      hidden += static_cast<double>(L.radial_layers[k].size(1));
     // A reassociated layer keeps the last hidden activation instead of R and has no x-gradient.
     const bool first = messages_[t].first.has_value();
     const double last = static_cast<double>(L.radial_layers.back().size(0));
@@ -123,8 +128,7 @@ void FastEngine::update_plan(int64_t atoms, int64_t edges) {
   if (atoms == planned_atoms_ && edges == planned_edges_) return;
   const std::string device = p_.options.device().str();
   const double budget = settings_.memory_bytes > 0 ? settings_.memory_bytes : default_memory_budget(device);
-  const MemoryPlan plan =
-      plan_memory(costs_, atoms, edges, budget, settings_.edge_chunk, settings_.atom_chunk);
+  const MemoryPlan plan = plan_memory(costs_, atoms, edges, budget, settings_.edge_chunk, settings_.atom_chunk);
   // Printed when the mode or the chunk sizes change, not at every new atom or edge count (LAMMPS
   // changes them at every neighbour-list rebuild); whole-step plans differ only in their sizes.
   const bool changed = planned_atoms_ < 0 || plan.recompute != plan_.recompute ||
@@ -150,7 +154,8 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   const auto sorted = at::sort(g.receiver, /*stable=*/true, 0, false);
   const at::Tensor receiver = std::get<0>(sorted), order = std::get<1>(sorted);
   const at::Tensor sender = g.sender.index_select(0, order);
-  const at::Tensor v = vectors64.index_select(0, order).to(p_.options);
+  const at::Tensor vectors64_sorted = vectors64.index_select(0, order);
+  const at::Tensor v = vectors64_sorted.to(p_.options);
   const at::Tensor z_node = p_.atomic_numbers.index_select(0, g.species);
   const at::Tensor z_sender = z_node.index_select(0, sender), z_receiver = z_node.index_select(0, receiver);
   // Layer 0 indexes its x table by sender species slot: rows of hu0_table_ for the species present.
@@ -166,12 +171,24 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   // (the local atoms' elements are among all atoms' ones; groups of absent elements come out empty)
   const std::vector<int64_t> present = nlocal > 0 ? present_all : std::vector<int64_t>{};
   const int64_t achunk = plan_.atom_chunk;
+  // Reverse-edge pairs per chunk, shared by both layers and the backward pass.
+  std::vector<RadialPairs> pairs(chunks.size());
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    const EdgeChunk& ch = chunks[k];
+    const bool on = settings_.radial_pairs == "on" ||
+                    (settings_.radial_pairs == "auto" && (v.is_cpu() || ch.count >= kMinPairedChunkEdges));
+    if (on)
+      pairs[k] = pair_reverse_edges(sender.narrow(0, ch.begin, ch.count), receiver.narrow(0, ch.begin, ch.count),
+                                    vectors64_sorted.narrow(0, ch.begin, ch.count), p_.options.dtype().toScalarType());
+  }
   lap(timer_, "graph");
 
   auto slice = [](const at::Tensor& t, const EdgeChunk& ch) { return t.narrow(0, ch.begin, ch.count); };
   // The inputs of edge chunk ch in layer t (x_table: per-species rows in layer 0, per node after).
-  auto message_input = [&](const EdgeChunk& ch, int t, const at::Tensor& hu) {
+  auto message_input = [&](std::size_t k, int t, const at::Tensor& hu) {
+    const EdgeChunk& ch = chunks[k];
     MessageChunkInput in;
+    if (pairs[k].index.defined()) in.pairs = &pairs[k];
     in.vectors = slice(v, ch);
     in.z_sender = slice(z_sender, ch);
     in.z_receiver = slice(z_receiver, ch);
@@ -195,10 +212,10 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   };
 
   struct LayerState {
-    at::Tensor h;     // [ntotal, dim(in)] input features (t > 0)
-    at::Tensor hu;    // [ntotal, dim(in)] their linear_up (t > 0)
-    at::Tensor mlin;  // [nlocal, dim(target)] projected message sums
-    at::Tensor dens;  // [nlocal] density sums (density blocks)
+    at::Tensor h;                          // [ntotal, dim(in)] input features (t > 0)
+    at::Tensor hu;                         // [ntotal, dim(in)] their linear_up (t > 0)
+    at::Tensor mlin;                       // [nlocal, dim(target)] projected message sums
+    at::Tensor dens;                       // [nlocal] density sums (density blocks)
     std::vector<MessageChunkState> edges;  // kept chunk states (no-recompute plans)
     std::vector<NodeChunkState> nodes;
   };
@@ -228,11 +245,12 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     }
     S.mlin = at::zeros({nlocal, L.target.dim()}, p_.options);
     if (L.density) S.dens = at::zeros({nlocal}, p_.options);
-    for (const EdgeChunk& ch : chunks) {
+    for (std::size_t k = 0; k < chunks.size(); ++k) {
+      const EdgeChunk& ch = chunks[k];
       MessageChunkState state;
       lap(timer_, "edges_forward");
       const MessageChunkOutput out =
-          message_chunk_forward(geometry_, messages_[t], message_input(ch, t, S.hu), &state, true, timer_);
+          message_chunk_forward(geometry_, messages_[t], message_input(k, t, S.hu), &state, true, timer_);
       // Split projection (DESIGN.md idea 3): the linear commutes with the sum over edges, so each
       // chunk's partial sums are projected right away and the [nlocal, dim(mid)] sum never exists.
       S.mlin.narrow(0, ch.row0, ch.nrows).add_(e3nn_linear(out.aggregate, L.linear, L.tp.mid, L.target));
@@ -254,7 +272,8 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   }
 
   EngineResult result;
-  result.node_energy = (c.scale * energy + c.shift).to(at::kDouble) + p_.atomic_energies_f64.index_select(0, species_local);
+  result.node_energy =
+      (c.scale * energy + c.shift).to(at::kDouble) + p_.atomic_energies_f64.index_select(0, species_local);
   if (!want_grad) return result;
 
   // ---- backward: layers in reverse, chunks recomputed (or kept), exchanges on this thread ----
@@ -287,7 +306,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     at::Tensor dhu = t > 0 ? at::zeros({ntotal, L.in.dim()}, p_.options) : at::Tensor();
     for (std::size_t k = 0; k < chunks.size(); ++k) {
       const EdgeChunk& ch = chunks[k];
-      const MessageChunkInput in = message_input(ch, t, S.hu);
+      const MessageChunkInput in = message_input(k, t, S.hu);
       MessageChunkState state;
       if (keep)
         state = std::move(S.edges[k]);
@@ -297,7 +316,8 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
       const at::Tensor dagg = e3nn_linear_transpose(dmlin.narrow(0, ch.row0, ch.nrows), L.linear, L.tp.mid, L.target);
       const at::Tensor dd = L.density ? ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
       lap(timer_, "edges_backward");
-      grad_v.narrow(0, ch.begin, ch.count).add_(message_chunk_backward(geometry_, messages_[t], in, state, dagg, dd, &dhu, timer_));
+      grad_v.narrow(0, ch.begin, ch.count)
+          .add_(message_chunk_backward(geometry_, messages_[t], in, state, dagg, dd, &dhu, timer_));
     }
     S.edges.clear();
     lap(timer_, "edges_backward");

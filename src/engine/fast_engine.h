@@ -29,6 +29,10 @@ struct EngineSettings {
   std::string sc = "auto";  // symmetric-contraction executor: auto, specialized, generic
   bool tf32 = false;        // radial-MLP GEMMs in TF32 (float32 on CUDA only)
   bool reassociate = true;  // the first interaction per sender species where it applies
+  // One radial-MLP evaluation per pair of reverse edges (radial_pairs.h): "on", "off", or "auto"
+  // (on the CPU; on a GPU for chunks of at least kMinPairedChunkEdges, below which the pairing's
+  // launches and its host copy cost more than the halved MLP saves).
+  std::string radial_pairs = "auto";
   std::function<void(const std::string&)> log;
 };
 
@@ -37,6 +41,8 @@ struct EngineResult {
   at::Tensor node_energy;  // [nlocal] float64, E0 included
   at::Tensor grad;         // [E, 3] float64 dE/dv_e in the caller's edge order; undefined unless asked
 };
+
+constexpr int64_t kMinPairedChunkEdges = 100000;
 
 class FastEngine {
  public:

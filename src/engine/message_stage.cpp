@@ -3,8 +3,6 @@
 #include <tuple>
 
 #include "core/error.h"
-
-#include "model/edge_outputs.h"
 #include "model/stage_timer.h"
 
 namespace flashmace {
@@ -12,14 +10,6 @@ namespace flashmace {
 at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& rows, int64_t nrows) {
   const at::Tensor lengths = at::bincount(rows, {}, nrows);
   return at::segment_reduce(values, "sum", lengths, {}, {}, 0, /*unsafe=*/true, at::Scalar(0));
-}
-
-void add_rows_deterministic(at::Tensor& table, const at::Tensor& index, const at::Tensor& values) {
-  if (index.size(0) == 0) return;
-  // Sum per distinct row in edge order first, then add each distinct row once.
-  const auto unique = at::_unique2(index, /*sorted=*/true, /*return_inverse=*/true, /*return_counts=*/false);
-  const at::Tensor distinct = std::get<0>(unique), inverse = std::get<1>(unique);
-  table.index_add_(0, distinct, index_sum(values, inverse, distinct.size(0)));
 }
 
 namespace {
@@ -44,6 +34,8 @@ class Tf32Scope {
   bool previous_, on_;
 };
 
+at::Tensor radial_index(const MessageChunkInput& in) { return in.pairs ? in.pairs->index : at::Tensor(); }
+
 }  // namespace
 
 at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows) {
@@ -59,22 +51,26 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
   lap(timer, "edge_geometry");
   {
     const Tf32Scope tf32(layer.tf32);
-    if (layer.first)
-      s->hidden = radial_mlp_hidden(layer.radial, s->geometry.ef, &s->mlp_pre);
-    else
-      s->radial = radial_mlp_forward(layer.radial, s->geometry.ef, &s->mlp_pre);
+    // With pairs, one MLP row per pair (its first edge's features, equal bit for bit to the second's).
+    const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
+    if (layer.first) {
+      s->hidden = radial_mlp_hidden(layer.radial, ef, &s->mlp_pre);
+      if (in.pairs) s->hidden = s->hidden.index_select(0, in.pairs->index);  // the sums are per edge
+    } else {
+      s->radial = radial_mlp_forward(layer.radial, ef, &s->mlp_pre);
+    }
   }
   lap(timer, "radial_mlp");
   MessageChunkOutput out;
   if (!aggregate) return out;
   if (layer.first) {
-    const at::Tensor S = layer.first->sums(s->hidden, s->geometry.sh, in.x_index, in.row_ptr, in.nrows,
-                                           in.x_table.size(0));
+    const at::Tensor S =
+        layer.first->sums(s->hidden, s->geometry.sh, in.x_index, in.row_ptr, in.nrows, in.x_table.size(0));
     out.aggregate = layer.first->aggregate(S, in.x_table);
   } else {
     // Fused gather + tensor product + radial weights + receiver sum: no per-edge message tensor.
-    out.aggregate =
-        conv_tp_aggregate(layer.tp, in.x_table, in.x_index, s->geometry.sh, s->radial, in.row_ptr, in.nrows);
+    out.aggregate = conv_tp_aggregate(layer.tp, in.x_table, in.x_index, s->geometry.sh, s->radial, in.row_ptr, in.nrows,
+                                      radial_index(in));
   }
   lap(timer, "tp_forward");
   if (L.density) {
@@ -98,16 +94,20 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
     std::tie(grad_hidden, g.dY) = layer.first->sums_backward(dS, s.hidden, s.geometry.sh, in.x_index, in.row_ptr);
   } else {
     g = in.x_gradient ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
-                                                   in.row_ptr, *x_table_grad, xindex_csr(in.x_index, in.x_table.size(0)))
+                                                   in.row_ptr, *x_table_grad,
+                                                   xindex_csr(in.x_index, in.x_table.size(0)), radial_index(in))
                       : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
-                                                   in.row_ptr);
+                                                   in.row_ptr, {}, {}, radial_index(in));
   }
   lap(timer, "tp_backward");
   at::Tensor grad_ef;
   {
     const Tf32Scope tf32(layer.tf32);
-    grad_ef = layer.first ? radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden)
-                          : radial_mlp_vjp(layer.radial, s.mlp_pre, g.dR);
+    if (!layer.first) grad_hidden = at::mm(g.dR, layer.radial.back().t());  // through the output layer, per edge
+    // A pair's MLP row gets both edges' gradients; its distance gradient goes half to each edge.
+    if (in.pairs) grad_hidden = sum_pair_rows(*in.pairs, grad_hidden);
+    grad_ef = radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden);
+    if (in.pairs) grad_ef = grad_ef.index_select(0, in.pairs->index) * in.pairs->share;
   }
   if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
   lap(timer, "radial_backward");

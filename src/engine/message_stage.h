@@ -12,6 +12,7 @@
 #include "engine/first_layer.h"
 #include "engine/edge_geometry_op.h"
 #include "engine/edge_terms.h"
+#include "engine/radial_pairs.h"
 #include "model/mace_params.h"
 
 namespace flashmace {
@@ -26,14 +27,15 @@ struct MessageChunkInput {
   int64_t nrows = 0;
   at::Tensor row_ptr;     // [nrows + 1] CSR of `rows` (edges of row r: row_ptr[r] .. row_ptr[r+1]-1)
   bool x_gradient = false;  // whether backward() must produce d(x_table)
+  const RadialPairs* pairs = nullptr;  // set: the radial MLP runs once per pair (radial_pairs.h)
 };
 
 // What the forward pass of a chunk leaves for its backward (kept when the plan does not recompute).
 struct MessageChunkState {
   EdgeGeometry geometry;
-  std::vector<at::Tensor> mlp_pre;
-  at::Tensor radial;   // [Ec, weight_numel] (not in reassociated layers)
-  at::Tensor hidden;   // [Ec, H] the radial MLP's last hidden layer (reassociated layers)
+  std::vector<at::Tensor> mlp_pre;  // per radial row: [Ec, ...], or [U, ...] with pairs
+  at::Tensor radial;   // [Ec or U, weight_numel] (not in reassociated layers)
+  at::Tensor hidden;   // [Ec, H] the radial MLP's last hidden layer per edge (reassociated layers)
   at::Tensor density;  // [Ec, 1] density blocks
 };
 
@@ -79,8 +81,5 @@ at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows);
 // Receiver-sorted segment sum: rows 0..nrows-1 of the sum of values over edges with those rows.
 // Deterministic (one reduction per row, in edge order).
 at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& rows, int64_t nrows);
-
-// table[index[e]] += values[e], bitwise reproducible (no atomics on repeated rows).
-void add_rows_deterministic(at::Tensor& table, const at::Tensor& index, const at::Tensor& values);
 
 }  // namespace flashmace

@@ -15,9 +15,9 @@
 #include "engine/conv_tp_op.h"
 #include "engine/conv_tp_specialized.h"
 #include "engine/test_conv_tp_support.h"
-#include "sc/sc_nvrtc.h"
 #include "model/device.h"
 #include "model/mace_params.h"
+#include "sc/sc_nvrtc.h"
 #include "test_support.h"
 
 namespace flashmace {
@@ -55,17 +55,18 @@ struct Results {
 
 // The kernels on p (its dtype and device); dx accumulated onto a non-zero start and returned minus it.
 // specialize: on CUDA, the generated kernels (required to be available) instead of the table-driven ones.
-Results run_kernels(const ConvTPProblem& p, bool specialize = false) {
+// radial_index: p.R holds shared rows, edge e uses row radial_index[e].
+Results run_kernels(const ConvTPProblem& p, bool specialize = false, const at::Tensor& radial_index = {}) {
   const ConvTPOp op(ConvTPDescriptor::build(p.in1, p.sh, p.layout), p.x.options(), specialize);
   if (specialize && p.x.is_cuda()) {
     EXPECT_NE(op.specialized(), nullptr) << "specialised kernels not built";
   }
   Results r;
-  r.agg = conv_tp_aggregate(op, p.x, p.xindex, p.Y, p.R, p.row_ptr, p.nrows);
+  r.agg = conv_tp_aggregate(op, p.x, p.xindex, p.Y, p.R, p.row_ptr, p.nrows, radial_index);
   const at::Tensor dx0 = at::full_like(p.x, 0.25);
   at::Tensor dx = dx0.clone();
-  const ConvTPEdgeGrads g =
-      conv_tp_aggregate_backward(op, p.dagg, p.x, p.xindex, p.Y, p.R, p.row_ptr, dx, xindex_csr(p.xindex, p.num_x));
+  const ConvTPEdgeGrads g = conv_tp_aggregate_backward(op, p.dagg, p.x, p.xindex, p.Y, p.R, p.row_ptr, dx,
+                                                       xindex_csr(p.xindex, p.num_x), radial_index);
   r.dR = g.dR;
   r.dY = g.dY;
   r.dx = dx - dx0;
@@ -156,7 +157,8 @@ void check_random_layouts(const at::Device& device) {
   std::mt19937 rng(2024);
   for (int k = 0; k < 12; ++k) {
     const RandomLayout r = random_layout(rng);
-    check_layout(r.in1, r.sh, r.layout, device, 1000 + 10 * k, r.in1.str() + " x " + r.sh.str() + " -> " + r.layout.mid.str());
+    check_layout(r.in1, r.sh, r.layout, device, 1000 + 10 * k,
+                 r.in1.str() + " x " + r.sh.str() + " -> " + r.layout.mid.str());
   }
 }
 
@@ -220,12 +222,14 @@ TEST(ConvTPCodegen, NamesWhatItCannotSpecialize) {
   const Irreps sh = Irreps::spherical_harmonics(2);
   const auto why = [&](const std::string& in, const std::string& target) {
     const Irreps in1 = Irreps::parse(in);
-    return conv_tp_specialization_unsupported(ConvTPDescriptor::build(in1, sh, conv_tp_layout(in1, sh, Irreps::parse(target))));
+    return conv_tp_specialization_unsupported(
+        ConvTPDescriptor::build(in1, sh, conv_tp_layout(in1, sh, Irreps::parse(target))));
   };
   EXPECT_NE(why("32x0e+16x1o", "0e+1o").find("different multiplicities"), std::string::npos);
   EXPECT_NE(why("16x0e", "0e+1o").find("not a multiple of 32"), std::string::npos);
   const Irreps in1 = Irreps::parse("32x0e"), sh6 = Irreps::spherical_harmonics(6);
-  EXPECT_NE(conv_tp_specialization_unsupported(ConvTPDescriptor::build(in1, sh6, conv_tp_layout(in1, sh6, Irreps::parse("0e"))))
+  EXPECT_NE(conv_tp_specialization_unsupported(
+                ConvTPDescriptor::build(in1, sh6, conv_tp_layout(in1, sh6, Irreps::parse("0e"))))
                 .find("more than 32"),
             std::string::npos);
 }
@@ -238,12 +242,49 @@ TEST(ConvTPKernelsCpu, RejectsMismatchedTensors) {
   const ConvTPLayout layout = conv_tp_layout(in1, sh, Irreps::parse("0e+1o"));
   const ConvTPProblem p = testing::make_conv_tp_problem(in1, sh, layout, {1, 2}, 4, 7);
   const ConvTPOp op(ConvTPDescriptor::build(in1, sh, layout), p.x.options());
-  EXPECT_NE(testing::error_of([&] { conv_tp_aggregate(op, p.x.to(at::kFloat), p.xindex, p.Y, p.R, p.row_ptr, 2); })
-                .find("'x_table' has dtype"),
+  EXPECT_NE(testing::error_of([&] {
+              conv_tp_aggregate(op, p.x.to(at::kFloat), p.xindex, p.Y, p.R, p.row_ptr, 2);
+            }).find("'x_table' has dtype"),
             std::string::npos);
-  EXPECT_NE(testing::error_of([&] { conv_tp_aggregate(op, p.x, p.xindex, p.Y, p.R, p.row_ptr.narrow(0, 0, 2), 1); })
-                .find("row_ptr must run from 0"),
+  EXPECT_NE(testing::error_of([&] {
+              conv_tp_aggregate(op, p.x, p.xindex, p.Y, p.R, p.row_ptr.narrow(0, 0, 2), 1);
+            }).find("row_ptr must run from 0"),
             std::string::npos);
+}
+
+// Edges sharing radial rows through an index give exactly the results of each edge holding a copy
+// of its row (the kernels read the same numbers): the radial-MLP pairing of the fast engine.
+void check_radial_index(const at::Device& device, bool specialize) {
+  const Irreps in1 = Irreps::parse("32x0e+32x1o"), sh = Irreps::spherical_harmonics(3);
+  const ConvTPLayout layout = conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e+3o"));
+  ConvTPProblem p = testing::make_conv_tp_problem(in1, sh, layout, {3, 0, 5, 1, 7, 2}, 9, 21);
+  const int64_t E = p.Y.size(0), U = 6;
+  const at::Tensor shared = p.R.narrow(0, 0, U).clone();
+  const at::Tensor index = at::remainder(at::arange(E, p.xindex.options()) * 5, U);
+  for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+    const auto options = at::TensorOptions().dtype(dtype).device(device);
+    p.R = shared.index_select(0, index);
+    const ConvTPProblem expanded = testing::convert(p, options);
+    ConvTPProblem indexed = expanded;
+    indexed.R = shared.to(options);
+    const Results a = run_kernels(expanded, specialize), b = run_kernels(indexed, specialize, index.to(device));
+    EXPECT_TRUE(at::equal(a.agg, b.agg)) << dtype;
+    EXPECT_TRUE(at::equal(a.dR, b.dR)) << dtype;
+    EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;
+    EXPECT_TRUE(at::equal(a.dx, b.dx)) << dtype;
+  }
+}
+
+TEST(ConvTPKernelsCpu, RadialIndexEqualsExpandedRadialsBitwise) { check_radial_index(at::kCPU, false); }
+
+TEST(ConvTPKernelsGpu, RadialIndexEqualsExpandedRadialsBitwise) {
+  if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
+  check_radial_index(at::Device(at::kCUDA, 0), false);
+}
+
+TEST(ConvTPSpecializedGpu, RadialIndexEqualsExpandedRadialsBitwise) {
+  if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
+  check_radial_index(at::Device(at::kCUDA, 0), true);
 }
 
 TEST(ConvTPKernelsGpu, ReferenceModelsMatchReferencePath) {
@@ -280,8 +321,9 @@ TEST(ConvTPKernelsGpu, RepeatedRunsAreBitwiseEqual) {
   if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
   const Irreps in1 = Irreps::parse("64x0e+64x1o+64x2e"), sh = Irreps::spherical_harmonics(3);
   const ConvTPLayout layout = conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e+3o"));
-  const ConvTPProblem p = testing::convert(testing::make_conv_tp_problem(in1, sh, layout, std::vector<int64_t>(50, 40), 3, 11),
-                                           at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+  const ConvTPProblem p =
+      testing::convert(testing::make_conv_tp_problem(in1, sh, layout, std::vector<int64_t>(50, 40), 3, 11),
+                       at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
   const Results a = run_kernels(p), b = run_kernels(p);
   EXPECT_TRUE(at::equal(a.agg, b.agg));
   EXPECT_TRUE(at::equal(a.dR, b.dR));

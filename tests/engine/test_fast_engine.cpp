@@ -1,7 +1,8 @@
 // The fast engine equals the reference path (the oracle) and official MACE, float64, for every
 // output and for edge chunks of 1, 7, 64 and all edges (chunk boundaries inside one receiver's
 // edges, at receiver boundaries, and none), atom chunks of 1, 5 and all, with and without recompute,
-// on one periodic domain and on a ghost-atom domain whose features travel through the exchanger.
+// with and without the radial MLP shared by reverse-edge pairs, on one periodic domain and on a
+// ghost-atom domain whose features travel through the exchanger.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,12 +23,13 @@ constexpr double kEnergyRelTol = 1e-12;
 constexpr double kAbsTol = 1e-10;
 
 std::unique_ptr<Evaluator> evaluator(const std::string& model, const std::string& path, int64_t edge_chunk = 0,
-                                     int64_t atom_chunk = 0) {
+                                     int64_t atom_chunk = 0, const std::string& radial_pairs = "on") {
   EvaluatorOptions o;
   o.path = path;
   o.dtype = "float64";
   o.edge_chunk = edge_chunk;
   o.atom_chunk = atom_chunk;
+  o.radial_pairs = radial_pairs;
   return make_evaluator(ModelFile::load(testing::exported_model(model)), o);
 }
 
@@ -36,9 +38,11 @@ std::vector<double> flat(const std::array<double, 9>& a) { return {a.begin(), a.
 struct Case {
   std::string model, structure;
   int64_t edge_chunk, atom_chunk;
+  std::string radial_pairs = "on";
 };
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.model << "/" << c.structure << " edge chunk " << c.edge_chunk << " atom chunk " << c.atom_chunk;
+  *os << c.model << "/" << c.structure << " edge chunk " << c.edge_chunk << " atom chunk " << c.atom_chunk
+      << " radial pairs " << c.radial_pairs;
 }
 
 class FastEngineCase : public ::testing::TestWithParam<Case> {};
@@ -49,7 +53,8 @@ TEST_P(FastEngineCase, ChunkedEqualsReferenceAndOfficialMace) {
   const Structure s = testing::reference_structure(ref, c.structure);
   const Graph g = testing::reference_graph(ref, c.structure);
   const Prediction want = evaluate_structure(*evaluator(c.model, "reference"), s, g);
-  const Prediction got = evaluate_structure(*evaluator(c.model, "fast", c.edge_chunk, c.atom_chunk), s, g);
+  const Prediction got =
+      evaluate_structure(*evaluator(c.model, "fast", c.edge_chunk, c.atom_chunk, c.radial_pairs), s, g);
 
   EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol);
   EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol);
@@ -69,8 +74,10 @@ std::vector<Case> cases() {
   for (const std::string model : {"scalar_l0", "small_l1", "large_l2"})
     for (const std::string structure : {"bulk", "cluster"}) {
       out.push_back({model, structure, 0, 0});  // planner: everything fits, no recompute
+      out.push_back({model, structure, 0, 0, "off"});
       out.push_back({model, structure, 7, 5});
       out.push_back({model, structure, 64, 0});
+      out.push_back({model, structure, 64, 0, "off"});
     }
   out.push_back({"small_l1", "bulk", 1, 1});
   out.push_back({"large_l2", "cluster", 1, 3});
@@ -79,7 +86,7 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(SharedReference, FastEngineCase, ::testing::ValuesIn(cases()), [](const auto& info) {
   return info.param.model + "_" + info.param.structure + "_e" + std::to_string(info.param.edge_chunk) + "_a" +
-         std::to_string(info.param.atom_chunk);
+         std::to_string(info.param.atom_chunk) + "_pairs_" + info.param.radial_pairs;
 });
 
 // A budget between "everything in one chunk" and "recompute" makes the planner keep every chunk's
@@ -89,8 +96,9 @@ TEST(FastEngine, Tf32OutsideFloat32OnCudaIsAnError) {
   EvaluatorOptions o;
   o.dtype = "float64";
   o.tf32 = true;
-  EXPECT_NE(testing::error_of([&] { make_evaluator(ModelFile::load(testing::exported_model("small_l1")), o); })
-                .find("tf32 needs dtype float32 on a CUDA device"),
+  EXPECT_NE(testing::error_of([&] {
+              make_evaluator(ModelFile::load(testing::exported_model("small_l1")), o);
+            }).find("tf32 needs dtype float32 on a CUDA device"),
             std::string::npos);
 }
 
@@ -160,14 +168,18 @@ TEST_P(FastEngineDomain, GhostDomainEqualsReferenceIncludingPerAtomVirials) {
   ASSERT_GT(lg.nghost, 0);
   OwnerMapExchanger exchanger(lg.nlocal, owner);
   const LocalPrediction want = evaluate_local(*reference, lg, &exchanger, true);
-  for (const int64_t chunk : {int64_t{0}, int64_t{13}}) {
-    const LocalPrediction got = evaluate_local(*evaluator(GetParam(), "fast", chunk, chunk), lg, &exchanger, true);
-    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << chunk;
-    EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << chunk;
-    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << chunk;
-    EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << chunk;
-    EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol) << chunk;
-  }
+  // (local-local edges pair up; an edge from a ghost has no reverse in this domain and stays single)
+  for (const std::string pairs : {"on", "off"})
+    for (const int64_t chunk : {int64_t{0}, int64_t{13}}) {
+      const LocalPrediction got =
+          evaluate_local(*evaluator(GetParam(), "fast", chunk, chunk, pairs), lg, &exchanger, true);
+      const std::string what = pairs + " " + std::to_string(chunk);
+      EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << what;
+      EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << what;
+      EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << what;
+      EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << what;
+      EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol) << what;
+    }
   // Negative control: without the exchange, ghost features are stale and the energy is wrong.
   const LocalPrediction stale = evaluate_local(*evaluator(GetParam(), "fast"), lg, nullptr, false);
   EXPECT_GT(std::abs(stale.energy - want.energy), 1e-6);
@@ -246,6 +258,10 @@ TEST(FastEngine, BadOptionsAreExplained) {
   EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Chunk sizes must be positive"),
             std::string::npos);
   o.edge_chunk = 0;
+  o.radial_pairs = "sometimes";
+  EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Unknown radial_pairs setting 'sometimes'"),
+            std::string::npos);
+  o.radial_pairs = "auto";
   o.device = "tpu";
   EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Unknown device 'tpu'"), std::string::npos);
 }

@@ -21,12 +21,14 @@ constexpr double kEnergyRelTol = 1e-12;
 constexpr double kFloat32ForceRelTol = 1e-4;
 
 std::unique_ptr<Evaluator> evaluator(const std::string& model, const std::string& path, const std::string& device,
-                                     const std::string& dtype = "float64", int64_t chunk = 0) {
+                                     const std::string& dtype = "float64", int64_t chunk = 0,
+                                     const std::string& radial_pairs = "auto") {
   EvaluatorOptions o;
   o.path = path;
   o.device = device;
   o.dtype = dtype;
   o.edge_chunk = o.atom_chunk = chunk;
+  o.radial_pairs = radial_pairs;
   return make_evaluator(ModelFile::load(testing::exported_model(model)), o);
 }
 
@@ -46,19 +48,21 @@ class GpuFastCase : public ::testing::TestWithParam<std::string> {
 TEST_P(GpuFastCase, CudaFastEqualsCpuReference) {
   const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file(GetParam()));
   const auto cpu = evaluator(GetParam(), "reference", "cpu");
-  for (const int64_t chunk : {int64_t{0}, int64_t{7}, int64_t{64}}) {
-    const auto gpu = evaluator(GetParam(), "fast", "cuda", "float64", chunk);
-    for (const std::string which : {"bulk", "cluster"}) {
-      const Structure s = testing::reference_structure(ref, which);
-      const Graph g = testing::reference_graph(ref, which);
-      const Prediction pc = evaluate_structure(*cpu, s, g), pg = evaluate_structure(*gpu, s, g);
-      EXPECT_LE(std::abs(pg.energy - pc.energy) / std::abs(pc.energy), kEnergyRelTol) << which << chunk;
-      EXPECT_LE(testing::max_abs_diff(pg.forces, pc.forces), kAbsTol) << which << chunk;
-      EXPECT_LE(testing::max_abs_diff(pg.node_energy, pc.node_energy), kAbsTol) << which << chunk;
-      const std::vector<double> wg(pg.virial.begin(), pg.virial.end()), wc(pc.virial.begin(), pc.virial.end());
-      EXPECT_LE(testing::max_abs_diff(wg, wc), kAbsTol) << which << chunk;
+  // (these graphs are small: "auto" leaves the radial MLP unshared on a GPU; "on" shares it per pair)
+  for (const std::string pairs : {"auto", "on"})
+    for (const int64_t chunk : {int64_t{0}, int64_t{7}, int64_t{64}}) {
+      const auto gpu = evaluator(GetParam(), "fast", "cuda", "float64", chunk, pairs);
+      for (const std::string which : {"bulk", "cluster"}) {
+        const Structure s = testing::reference_structure(ref, which);
+        const Graph g = testing::reference_graph(ref, which);
+        const Prediction pc = evaluate_structure(*cpu, s, g), pg = evaluate_structure(*gpu, s, g);
+        EXPECT_LE(std::abs(pg.energy - pc.energy) / std::abs(pc.energy), kEnergyRelTol) << which << chunk;
+        EXPECT_LE(testing::max_abs_diff(pg.forces, pc.forces), kAbsTol) << which << chunk;
+        EXPECT_LE(testing::max_abs_diff(pg.node_energy, pc.node_energy), kAbsTol) << which << chunk;
+        const std::vector<double> wg(pg.virial.begin(), pg.virial.end()), wc(pc.virial.begin(), pc.virial.end());
+        EXPECT_LE(testing::max_abs_diff(wg, wc), kAbsTol) << which << chunk;
+      }
     }
-  }
 }
 
 TEST_P(GpuFastCase, CudaGhostDomainEqualsCpuReference) {
@@ -68,10 +72,13 @@ TEST_P(GpuFastCase, CudaGhostDomainEqualsCpuReference) {
   const LocalGraph lg = periodic_local_graph(s, cpu->cutoff(), &owner);
   OwnerMapExchanger exchanger(lg.nlocal, owner);
   const LocalPrediction want = evaluate_local(*cpu, lg, &exchanger, true);
-  const LocalPrediction got = evaluate_local(*evaluator(GetParam(), "fast", "cuda", "float64", 13), lg, &exchanger, true);
-  EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol);
-  EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol);
-  EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol);
+  for (const std::string pairs : {"auto", "on"}) {
+    const LocalPrediction got =
+        evaluate_local(*evaluator(GetParam(), "fast", "cuda", "float64", 13, pairs), lg, &exchanger, true);
+    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << pairs;
+    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << pairs;
+    EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol) << pairs;
+  }
 }
 
 TEST_P(GpuFastCase, Float32ForcesCloseToFloat64AndBitwiseReproducible) {
@@ -79,7 +86,7 @@ TEST_P(GpuFastCase, Float32ForcesCloseToFloat64AndBitwiseReproducible) {
   const Structure s = testing::reference_structure(ref, "bulk");
   const Graph g = testing::reference_graph(ref, "bulk");
   const Prediction p64 = evaluate_structure(*evaluator(GetParam(), "fast", "cuda", "float64"), s, g);
-  const auto f32 = evaluator(GetParam(), "fast", "cuda", "float32", 7);
+  const auto f32 = evaluator(GetParam(), "fast", "cuda", "float32", 7, "on");
   const Prediction a = evaluate_structure(*f32, s, g), b = evaluate_structure(*f32, s, g);
   std::vector<double> diff(p64.forces.size());
   for (std::size_t i = 0; i < diff.size(); ++i) diff[i] = a.forces[i] - p64.forces[i];

@@ -33,10 +33,11 @@ const char* kUsage =
     "options:\n"
     "  --path fast|reference   the evaluation path (default fast)\n"
     "  --edge-chunk N  --atom-chunk N   fast path: force chunk sizes (default: the memory planner's)\n"
-    "  --memory GB         fast path: working-memory budget (default: 1 GiB on CPU, 1/4 of free GPU memory)\n"
+    "  --memory GB         fast path: working-memory budget (default: 1 GiB on CPU, half the free GPU memory)\n"
     "  --sc auto|specialized|generic   fast path: symmetric-contraction executor (default auto)\n"
     "  --tf32                          fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores\n"
     "  --no-reassociate                fast path: the first interaction per edge, not per sender species\n"
+    "  --radial-pairs auto|on|off      fast path: one radial MLP per pair of reverse edges (default auto)\n"
     "  --dtype float32|float64  --device cpu|cuda  --warmup N (2)  --steps N (5)\n"
     "  --no-breakdown      skip the per-stage breakdown (it costs extra synchronised steps)\n"
     "  --sweep             grow the lattice (cells N, N+1, ...) until a step fails; report the largest\n"
@@ -46,6 +47,7 @@ const char* kUsage =
 struct Options {
   std::string model, path = "fast", sc = "auto", dtype, device = "cpu", lattice = "fcc", xyz, data, json;
   bool tf32 = false, reassociate = true;
+  std::string radial_pairs = "auto";
   std::vector<std::string> elements, types;
   double a = 3.61, perturb = 0.05;
   int cells = 6, atoms = 0, warmup = 2, steps = 5, max_cells = 64;
@@ -99,6 +101,8 @@ Options parse(int argc, char** argv) {
       o.tf32 = true;
     else if (a == "--no-reassociate")
       o.reassociate = false;
+    else if (a == "--radial-pairs")
+      o.radial_pairs = value();
     else if (a == "--device")
       o.device = value();
     else if (a == "--lattice")
@@ -262,6 +266,7 @@ int main(int argc, char** argv) {
     eo.sc = o.sc;
     eo.tf32 = o.tf32;
     eo.reassociate = o.reassociate;
+    eo.radial_pairs = o.radial_pairs;
     eo.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
     const std::unique_ptr<flashmace::Evaluator> evaluator = flashmace::make_evaluator(file, eo);
     flashmace::Evaluator& model = *evaluator;

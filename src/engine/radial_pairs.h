@@ -1,0 +1,31 @@
+#pragma once
+// Edges that share one radial-MLP evaluation. An edge s -> r with vector v and its reverse r -> s
+// with vector -v (both present when both atoms are owned, or in a periodic single domain) have the
+// same length, so the same radial features and radial-MLP output, bit for bit: the MLP runs once per
+// pair. In the backward pass the pair's MLP gradient is the sum of both edges' gradients, and its
+// distance gradient goes half to each edge: both edges join the same two atoms along +-v, so forces,
+// virial and per-atom virials (each edge split half to each end) are those of the unshared
+// evaluation, up to rounding. Pairs are found by exact comparison of (atoms, +-v), never by
+// tolerance. Internal to the fast engine (ATen).
+#include <ATen/ATen.h>
+
+namespace flashmace {
+
+struct RadialPairs {
+  at::Tensor index;   // [E] int64: each edge's row of the shared radial tables
+  at::Tensor first;   // [U] int64: the edge whose radial features row u uses (the lower edge index)
+  at::Tensor second;  // [U] int64: the other edge of the pair, or -1
+  at::Tensor share;   // [E, 1] model dtype: 0.5 for an edge of a pair, 1 for an unpaired edge
+  int64_t rows = 0;   // U
+};
+
+// sender, receiver [E] int64 and vectors [E, 3] float64 of one chunk of edges (indices within it
+// are edge positions in the chunk); `dtype` is the model's. One device->host copy (the row count).
+RadialPairs pair_reverse_edges(const at::Tensor& sender, const at::Tensor& receiver, const at::Tensor& vectors,
+                               at::ScalarType dtype);
+
+// [E, K] per edge -> [U, K]: per row, its first edge's values plus its second edge's (in that order,
+// so the result is reproducible bit for bit).
+at::Tensor sum_pair_rows(const RadialPairs& pairs, const at::Tensor& per_edge);
+
+}  // namespace flashmace

@@ -1,0 +1,132 @@
+// Reverse-edge pairs for the shared radial MLP (engine/radial_pairs.h): in a periodic single domain
+// every edge pairs with its reverse, also between an atom and its own images and between two atoms
+// joined through several images; edges from ghost atoms stay single; a vector that is not the exact
+// negation of its reverse's stays single; the pair sums are first + second, bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/lattice.h"
+#include "core/local_graph.h"
+#include "core/structure.h"
+#include "engine/radial_pairs.h"
+
+namespace flashmace {
+namespace {
+
+struct Edges {
+  at::Tensor sender, receiver, vectors;  // int64, int64, [E, 3] float64 on the CPU
+};
+
+// A small fcc box (7.2 A) with a 7.5 A cutoff: atoms see their own images and pairs meet
+// through several images.
+Edges periodic_edges() {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, 3);
+  const Graph g = build_neighbor_list(s, 7.5);
+  const int64_t E = g.num_edges();
+  std::vector<double> v(3 * E);
+  for (int64_t e = 0; e < E; ++e)
+    for (int d = 0; d < 3; ++d) {
+      double shift = 0;
+      for (int k = 0; k < 3; ++k) shift += g.unit_shifts[3 * e + k] * s.cell[3 * k + d];
+      v[3 * e + d] = s.positions[3 * g.receiver[e] + d] - s.positions[3 * g.sender[e] + d] + shift;
+    }
+  return {at::tensor(g.sender), at::tensor(g.receiver), at::tensor(v).view({E, 3})};
+}
+
+std::vector<int64_t> longs(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+// Every row's edges: first < second, they join the same atoms in opposite directions along
+// exactly opposite vectors, and both map to that row.
+void expect_consistent(const Edges& g, const RadialPairs& p) {
+  const std::vector<int64_t> s = longs(g.sender), r = longs(g.receiver), index = longs(p.index), first = longs(p.first),
+                             second = longs(p.second);
+  const at::Tensor v = g.vectors.contiguous();
+  const double* vp = v.data_ptr<double>();
+  ASSERT_EQ(static_cast<int64_t>(first.size()), p.rows);
+  for (int64_t u = 0; u < p.rows; ++u) {
+    const int64_t a = first[u], b = second[u];
+    EXPECT_EQ(index[a], u);
+    if (b < 0) continue;
+    EXPECT_LT(a, b);
+    EXPECT_EQ(index[b], u);
+    EXPECT_EQ(s[a], r[b]);
+    EXPECT_EQ(r[a], s[b]);
+    for (int d = 0; d < 3; ++d) EXPECT_EQ(vp[3 * a + d], -vp[3 * b + d]) << a << " " << b;
+  }
+}
+
+TEST(RadialPairs, PeriodicDomainPairsEveryEdge) {
+  const Edges g = periodic_edges();
+  const int64_t E = g.sender.size(0);
+  const at::Tensor self = (g.sender == g.receiver);
+  ASSERT_GT(self.sum().item<int64_t>(), 0) << "the box should hold edges to an atom's own images";
+  const RadialPairs p = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kDouble);
+  EXPECT_EQ(p.rows * 2, E);
+  EXPECT_TRUE((p.second >= 0).all().item<bool>());
+  EXPECT_TRUE((p.share == 0.5).all().item<bool>());
+  expect_consistent(g, p);
+}
+
+TEST(RadialPairs, GhostEdgesStaySingle) {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, 4);
+  std::vector<int> owner;
+  const LocalGraph lg = periodic_local_graph(s, 5.0, &owner);
+  const int64_t E = lg.num_edges();
+  std::vector<double> v(3 * E);
+  for (int64_t e = 0; e < E; ++e)
+    for (int d = 0; d < 3; ++d)
+      v[3 * e + d] = lg.positions[3 * lg.receiver[e] + d] - lg.positions[3 * lg.sender[e] + d];
+  const Edges g{at::tensor(lg.sender), at::tensor(lg.receiver), at::tensor(v).view({E, 3})};
+  const RadialPairs p = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kDouble);
+  expect_consistent(g, p);
+  const at::Tensor from_ghost = g.sender >= lg.nlocal;
+  const int64_t ghost_edges = from_ghost.sum().item<int64_t>(), local_edges = E - ghost_edges;
+  ASSERT_GT(ghost_edges, 0);
+  ASSERT_GT(local_edges, 0);
+  // Local-local edges pair up; ghost edges have no reverse here.
+  EXPECT_EQ(p.rows, local_edges / 2 + ghost_edges);
+  EXPECT_TRUE((p.share.squeeze(1) == at::where(from_ghost, 1.0, 0.5)).all().item<bool>());
+}
+
+TEST(RadialPairs, InexactReverseStaysSingle) {
+  Edges g = periodic_edges();
+  const RadialPairs all = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kDouble);
+  const int64_t a = all.first[3].item<int64_t>(), b = all.second[3].item<int64_t>();
+  g.vectors = g.vectors.clone();
+  double* x = g.vectors.data_ptr<double>() + 3 * b;
+  *x = std::nextafter(*x, 1e9);  // one ulp off the exact negation
+  const RadialPairs p = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kDouble);
+  EXPECT_EQ(p.rows, all.rows + 1);
+  EXPECT_EQ(p.share[a].item<double>(), 1.0);
+  EXPECT_EQ(p.share[b].item<double>(), 1.0);
+  expect_consistent(g, p);
+}
+
+TEST(RadialPairs, PairRowsSumFirstThenSecond) {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, 5);
+  std::vector<int> owner;
+  const LocalGraph lg = periodic_local_graph(s, 5.0, &owner);
+  const int64_t E = lg.num_edges();
+  std::vector<double> v(3 * E);
+  for (int64_t e = 0; e < E; ++e)
+    for (int d = 0; d < 3; ++d)
+      v[3 * e + d] = lg.positions[3 * lg.receiver[e] + d] - lg.positions[3 * lg.sender[e] + d];
+  const RadialPairs p =
+      pair_reverse_edges(at::tensor(lg.sender), at::tensor(lg.receiver), at::tensor(v).view({E, 3}), at::kFloat);
+  EXPECT_EQ(p.share.scalar_type(), at::kFloat);
+  const at::Tensor values = at::randn({E, 4}, at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor sums = sum_pair_rows(p, values);
+  ASSERT_EQ(sums.size(0), p.rows);
+  const std::vector<int64_t> first = longs(p.first), second = longs(p.second);
+  for (int64_t u = 0; u < p.rows; ++u) {
+    const at::Tensor want = second[u] < 0 ? values[first[u]] : values[first[u]] + values[second[u]];
+    EXPECT_TRUE(at::equal(sums[u], want)) << u;
+  }
+}
+
+}  // namespace
+}  // namespace flashmace
