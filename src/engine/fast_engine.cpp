@@ -171,16 +171,15 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   // (the local atoms' elements are among all atoms' ones; groups of absent elements come out empty)
   const std::vector<int64_t> present = nlocal > 0 ? present_all : std::vector<int64_t>{};
   const int64_t achunk = plan_.atom_chunk;
-  // Reverse-edge pairs per chunk, shared by both layers and the backward pass.
-  std::vector<RadialPairs> pairs(chunks.size());
-  for (std::size_t k = 0; k < chunks.size(); ++k) {
-    const EdgeChunk& ch = chunks[k];
-    const bool on = settings_.radial_pairs == "on" ||
-                    (settings_.radial_pairs == "auto" && (v.is_cpu() || ch.count >= kMinPairedChunkEdges));
-    if (on)
-      pairs[k] = pair_reverse_edges(sender.narrow(0, ch.begin, ch.count), receiver.narrow(0, ch.begin, ch.count),
-                                    vectors64_sorted.narrow(0, ch.begin, ch.count), p_.options.dtype().toScalarType());
-  }
+  // Reverse-edge pairs per chunk, shared by both layers and the backward pass (and by later calls
+  // while the graph stays the same).
+  std::vector<RadialPairCache::Chunk> pair_chunks;
+  for (const EdgeChunk& ch : chunks)
+    pair_chunks.push_back({ch.begin, ch.count,
+                           settings_.radial_pairs == "on" ||
+                               (settings_.radial_pairs == "auto" && (v.is_cpu() || ch.count >= kMinPairedChunkEdges))});
+  const std::vector<RadialPairs>& pairs =
+      pair_cache_.pairs(sender, receiver, vectors64_sorted, pair_chunks, p_.options.dtype().toScalarType());
   lap(timer_, "graph");
 
   auto slice = [](const at::Tensor& t, const EdgeChunk& ch) { return t.narrow(0, ch.begin, ch.count); };

@@ -15,6 +15,7 @@
 #include "engine/evaluator.h"
 #include "engine/memory_plan.h"
 #include "engine/message_stage.h"
+#include "engine/radial_pairs.h"
 #include "engine/sc_op.h"
 #include "model/mace_forward.h"
 #include "model/mace_params.h"
@@ -68,12 +69,13 @@ class FastEngine {
   StageCosts costs_;
   MemoryPlan plan_;
   int64_t planned_atoms_ = -1, planned_edges_ = -1;
-  at::Tensor h0_table_;    // [Z, dim(in_0)]: first-layer node features depend only on the species
-  at::Tensor hu0_table_;   // [Z, dim(in_0)]: their linear_up
-  EdgeGeometryOp geometry_;            // harmonics and radial features of the edges
+  at::Tensor h0_table_;                 // [Z, dim(in_0)]: first-layer node features depend only on the species
+  at::Tensor hu0_table_;                // [Z, dim(in_0)]: their linear_up
+  EdgeGeometryOp geometry_;             // harmonics and radial features of the edges
   std::vector<MessageLayer> messages_;  // per layer: folded radial MLP, fused tensor-product kernels
-  std::vector<ScOp> sc_;      // per layer: the symmetric-contraction executor
+  std::vector<ScOp> sc_;                // per layer: the symmetric-contraction executor
   StageTimer* timer_ = nullptr;
+  RadialPairCache pair_cache_;  // reverse-edge pairs of the last graph
 
   void update_plan(int64_t atoms, int64_t edges);
 };

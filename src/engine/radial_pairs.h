@@ -9,6 +9,8 @@
 // tolerance. Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
+#include <vector>
+
 namespace flashmace {
 
 struct RadialPairs {
@@ -23,6 +25,28 @@ struct RadialPairs {
 // are edge positions in the chunk); `dtype` is the model's. One device->host copy (the row count).
 RadialPairs pair_reverse_edges(const at::Tensor& sender, const at::Tensor& receiver, const at::Tensor& vectors,
                                at::ScalarType dtype);
+
+// The pairs of chunks of one graph's edges, kept while that graph lasts (an MD run between
+// neighbour-list builds): reused when the edges (senders, receivers, chunking) are those of the last
+// call and every pair's vectors are still exact negations of each other, which costs one small
+// check and one device->host copy per call instead of the pairing's sort.
+class RadialPairCache {
+ public:
+  struct Chunk {
+    int64_t begin = 0, count = 0;
+    bool paired = false;  // false: no pairs for this chunk (RadialPairs left empty)
+    bool operator==(const Chunk& o) const { return begin == o.begin && count == o.count && paired == o.paired; }
+  };
+  // sender, receiver [E] int64, vectors [E, 3] float64, all edges in the chunks' order.
+  const std::vector<RadialPairs>& pairs(const at::Tensor& sender, const at::Tensor& receiver, const at::Tensor& vectors,
+                                        const std::vector<Chunk>& chunks, at::ScalarType dtype);
+
+ private:
+  at::Tensor sender_, receiver_, pa_, pb_;  // pa_, pb_: both edges of every pair, as edge indices
+  std::vector<Chunk> chunks_;
+  std::vector<RadialPairs> pairs_;
+  at::ScalarType dtype_ = at::kDouble;
+};
 
 // [E, K] per edge -> [U, K]: per row, its first edge's values plus its second edge's (in that order,
 // so the result is reproducible bit for bit).

@@ -106,6 +106,39 @@ TEST(RadialPairs, InexactReverseStaysSingle) {
   expect_consistent(g, p);
 }
 
+// The cache hands back the pairs of the last call while edges and vectors allow, and pairs anew
+// when a pair's vectors stop being exact negations or the edges change.
+TEST(RadialPairs, CacheReusesOnlyWhileThePairsHold) {
+  Edges g = periodic_edges();
+  const int64_t E = g.sender.size(0);
+  const std::vector<RadialPairCache::Chunk> chunks = {{0, E / 2, true}, {E / 2, E - E / 2, true}};
+  RadialPairCache cache;
+  const std::vector<RadialPairs> a = cache.pairs(g.sender, g.receiver, g.vectors, chunks, at::kDouble);
+  ASSERT_EQ(a.size(), 2u);
+  // Same edges, vectors moved together (as in an MD step): the same pairs, not recomputed.
+  const at::Tensor moved = g.vectors * 1.01;
+  const std::vector<RadialPairs>& b = cache.pairs(g.sender, g.receiver, moved, chunks, at::kDouble);
+  EXPECT_TRUE(b[0].index.is_same(a[0].index));
+  // One vector off its partner's negation by an ulp: paired anew, that edge now single.
+  at::Tensor off = moved.clone();
+  const int64_t e = a[0].second[0].item<int64_t>();
+  ASSERT_GE(e, 0);
+  double* x = off.data_ptr<double>() + 3 * e;
+  *x = std::nextafter(*x, 1e9);
+  const std::vector<RadialPairs>& c = cache.pairs(g.sender, g.receiver, off, chunks, at::kDouble);
+  EXPECT_FALSE(c[0].index.is_same(a[0].index));
+  EXPECT_EQ(c[0].rows, a[0].rows + 1);
+  EXPECT_EQ(c[0].share[e].item<double>(), 1.0);
+  // Other edges: paired anew too.
+  const at::Tensor swapped = g.sender.flip(0), swapped_r = g.receiver.flip(0), swapped_v = g.vectors.flip(0);
+  const std::vector<RadialPairs>& d = cache.pairs(swapped, swapped_r, swapped_v, chunks, at::kDouble);
+  expect_consistent({swapped.narrow(0, 0, E / 2), swapped_r.narrow(0, 0, E / 2), swapped_v.narrow(0, 0, E / 2)}, d[0]);
+  // Nothing to pair: empty pairs.
+  const std::vector<RadialPairs>& none = cache.pairs(g.sender, g.receiver, g.vectors, {{0, E, false}}, at::kDouble);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_FALSE(none[0].index.defined());
+}
+
 TEST(RadialPairs, PairRowsSumFirstThenSecond) {
   const Structure s = make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, 5);
   std::vector<int> owner;
