@@ -13,15 +13,16 @@ namespace flashmace {
 namespace {
 
 template <typename T>
-SpeciesOuterArgs<T> args(const at::Tensor& h, const at::Tensor& Y, const at::Tensor& slot, const at::Tensor& row_ptr,
-                         int64_t Z) {
+SpeciesOuterArgs<T> args(const at::Tensor& h, const at::Tensor& h_index, const at::Tensor& Y, const at::Tensor& slot,
+                         const at::Tensor& row_ptr, int64_t Z) {
   SpeciesOuterArgs<T> a;
   a.h = h.data_ptr<T>();
+  if (h_index.defined()) a.h_index = h_index.data_ptr<int64_t>();
   a.Y = Y.data_ptr<T>();
   a.slot = slot.data_ptr<int64_t>();
   a.row_ptr = row_ptr.data_ptr<int64_t>();
   a.nrows = row_ptr.size(0) - 1;
-  a.num_edges = h.size(0);
+  a.num_edges = Y.size(0);
   a.Z = static_cast<int>(Z);
   a.H = static_cast<int>(h.size(1));
   a.J = static_cast<int>(Y.size(1));
@@ -60,11 +61,12 @@ FirstLayerOp::FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out) :
 }
 
 at::Tensor FirstLayerOp::sums(const at::Tensor& h, const at::Tensor& Y, const at::Tensor& slot,
-                              const at::Tensor& row_ptr, int64_t nrows, int64_t Z) const {
+                              const at::Tensor& row_ptr, int64_t nrows, int64_t Z, const at::Tensor& h_index) const {
   const at::Tensor hc = h.contiguous(), Yc = Y.contiguous(), sc = slot.contiguous(), rp = row_ptr.contiguous();
+  const at::Tensor hi = h_index.defined() ? h_index.contiguous() : at::Tensor();
   at::Tensor S = at::zeros({nrows, Z, h.size(1), Y.size(1)}, h.options());
   AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "first_layer_sums", [&] {
-    const SpeciesOuterArgs<scalar_t> a = args<scalar_t>(hc, Yc, sc, rp, Z);
+    const SpeciesOuterArgs<scalar_t> a = args<scalar_t>(hc, hi, Yc, sc, rp, Z);
     if (h.is_cpu()) {
       species_outer_forward_cpu(a, S.data_ptr<scalar_t>());
     } else {
@@ -86,7 +88,8 @@ at::Tensor FirstLayerOp::aggregate(const at::Tensor& S, const at::Tensor& x) con
     const ConvTPPathDescriptor& p = d_.paths[q];
     // T[n, Z, d3, H] = C_p^T S_p, then G = T W_p [n, Z, d3, C], then agg_p = sum_z x[z, u] G.
     const at::Tensor t = at::matmul(c_[q].t(), S.narrow(3, p.y_offset, p.d2).transpose(2, 3)).contiguous();
-    const at::Tensor g = at::mm(t.view({n * Z * p.d3, H}), w_out_.narrow(1, p.w_offset, p.mul)).view({n, Z, p.d3, p.mul});
+    const at::Tensor g =
+        at::mm(t.view({n * Z * p.d3, H}), w_out_.narrow(1, p.w_offset, p.mul)).view({n, Z, p.d3, p.mul});
     const at::Tensor xz = x.narrow(1, p.x_offset, p.mul).view({1, Z, 1, p.mul});
     agg.narrow(1, p.mid_offset, p.mul * p.d3).view({n, p.mul, p.d3}).copy_((g * xz).sum(1).transpose(1, 2));
   }
@@ -100,8 +103,8 @@ at::Tensor FirstLayerOp::aggregate_backward(const at::Tensor& dagg, const at::Te
     const ConvTPPathDescriptor& p = d_.paths[q];
     const at::Tensor dp = dagg.narrow(1, p.mid_offset, p.mul * p.d3).view({n, 1, p.mul, p.d3}).transpose(2, 3);
     const at::Tensor dg = (dp * x.narrow(1, p.x_offset, p.mul).view({1, Z, 1, p.mul})).contiguous();
-    const at::Tensor dt = at::mm(dg.view({n * Z * p.d3, p.mul}), w_out_.narrow(1, p.w_offset, p.mul).t())
-                              .view({n, Z, p.d3, H});
+    const at::Tensor dt =
+        at::mm(dg.view({n * Z * p.d3, p.mul}), w_out_.narrow(1, p.w_offset, p.mul).t()).view({n, Z, p.d3, H});
     dS.narrow(3, p.y_offset, p.d2).add_(at::matmul(c_[q], dt).transpose(2, 3));  // [n, Z, d2, H] -> [n, Z, H, d2]
   }
   return dS;
@@ -109,14 +112,16 @@ at::Tensor FirstLayerOp::aggregate_backward(const at::Tensor& dagg, const at::Te
 
 std::pair<at::Tensor, at::Tensor> FirstLayerOp::sums_backward(const at::Tensor& dS, const at::Tensor& h,
                                                               const at::Tensor& Y, const at::Tensor& slot,
-                                                              const at::Tensor& row_ptr) const {
+                                                              const at::Tensor& row_ptr,
+                                                              const at::Tensor& h_index) const {
   const at::Tensor hc = h.contiguous(), Yc = Y.contiguous(), sc = slot.contiguous(), rp = row_ptr.contiguous();
+  const at::Tensor hi = h_index.defined() ? h_index.contiguous() : at::Tensor();
   const at::Tensor dSc = dS.contiguous();
-  const int64_t E = h.size(0), nrows = rp.size(0) - 1;
+  const int64_t E = Y.size(0), nrows = rp.size(0) - 1;
   const at::Tensor edge_row = at::repeat_interleave(at::arange(nrows, rp.options()), rp.diff(), 0, E);
-  at::Tensor dh = at::empty_like(hc), dY = at::empty_like(Yc);
+  at::Tensor dh = at::empty({E, h.size(1)}, h.options()), dY = at::empty_like(Yc);
   AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "first_layer_sums_backward", [&] {
-    SpeciesOuterArgs<scalar_t> a = args<scalar_t>(hc, Yc, sc, rp, dS.size(1));
+    SpeciesOuterArgs<scalar_t> a = args<scalar_t>(hc, hi, Yc, sc, rp, dS.size(1));
     a.edge_row = edge_row.data_ptr<int64_t>();
     if (h.is_cpu()) {
       species_outer_backward_cpu(a, dSc.data_ptr<scalar_t>(), dh.data_ptr<scalar_t>(), dY.data_ptr<scalar_t>());

@@ -23,16 +23,18 @@ class FirstLayerOp {
   // w_out: the radial MLP's output layer [H, weight_numel] (folded, edge_terms.h).
   FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out);
 
-  // h [E, H], Y [E, dim(sh)], slot [E] (sender species slot), row_ptr [nrows + 1] -> S [nrows, Z, H, dim(sh)]
+  // h [E, H], Y [E, dim(sh)], slot [E] (sender species slot), row_ptr [nrows + 1] -> S [nrows, Z, H, dim(sh)].
+  // With h_index [E], h is [any, H] and edge e uses row h_index[e] (rows shared by reverse-edge pairs).
   at::Tensor sums(const at::Tensor& h, const at::Tensor& Y, const at::Tensor& slot, const at::Tensor& row_ptr,
-                  int64_t nrows, int64_t Z) const;
+                  int64_t nrows, int64_t Z, const at::Tensor& h_index = {}) const;
   // S and the per-slot features x [Z, dim(in1)] -> agg [nrows, dim(mid)]
   at::Tensor aggregate(const at::Tensor& S, const at::Tensor& x) const;
   // d(agg) -> dS
   at::Tensor aggregate_backward(const at::Tensor& dagg, const at::Tensor& x, int64_t hidden) const;
-  // dS -> (dh [E, H], dY [E, dim(sh)])
+  // dS -> (dh [E, H] per edge, dY [E, dim(sh)])
   std::pair<at::Tensor, at::Tensor> sums_backward(const at::Tensor& dS, const at::Tensor& h, const at::Tensor& Y,
-                                                  const at::Tensor& slot, const at::Tensor& row_ptr) const;
+                                                  const at::Tensor& slot, const at::Tensor& row_ptr,
+                                                  const at::Tensor& h_index = {}) const;
 
  private:
   ConvTPDescriptor d_;

@@ -55,7 +55,6 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
     const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
     if (layer.first) {
       s->hidden = radial_mlp_hidden(layer.radial, ef, &s->mlp_pre);
-      if (in.pairs) s->hidden = s->hidden.index_select(0, in.pairs->index);  // the sums are per edge
     } else {
       s->radial = radial_mlp_forward(layer.radial, ef, &s->mlp_pre);
     }
@@ -64,8 +63,8 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
   MessageChunkOutput out;
   if (!aggregate) return out;
   if (layer.first) {
-    const at::Tensor S =
-        layer.first->sums(s->hidden, s->geometry.sh, in.x_index, in.row_ptr, in.nrows, in.x_table.size(0));
+    const at::Tensor S = layer.first->sums(s->hidden, s->geometry.sh, in.x_index, in.row_ptr, in.nrows,
+                                           in.x_table.size(0), radial_index(in));
     out.aggregate = layer.first->aggregate(S, in.x_table);
   } else {
     // Fused gather + tensor product + radial weights + receiver sum: no per-edge message tensor.
@@ -91,7 +90,8 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
   at::Tensor grad_hidden;
   if (layer.first) {
     const at::Tensor dS = layer.first->aggregate_backward(grad_aggregate, in.x_table, s.hidden.size(1));
-    std::tie(grad_hidden, g.dY) = layer.first->sums_backward(dS, s.hidden, s.geometry.sh, in.x_index, in.row_ptr);
+    std::tie(grad_hidden, g.dY) =
+        layer.first->sums_backward(dS, s.hidden, s.geometry.sh, in.x_index, in.row_ptr, radial_index(in));
   } else {
     g = in.x_gradient ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                                    in.row_ptr, *x_table_grad,

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "engine/conv_tp_op.h"
-#include "engine/first_layer.h"
 #include "engine/edge_geometry_op.h"
 #include "engine/edge_terms.h"
+#include "engine/first_layer.h"
 #include "engine/radial_pairs.h"
 #include "model/mace_params.h"
 
@@ -25,8 +25,8 @@ struct MessageChunkInput {
   at::Tensor x_index;     // [Ec] rows of x_table
   at::Tensor rows;        // [Ec] receiver row minus row0 (non-decreasing)
   int64_t nrows = 0;
-  at::Tensor row_ptr;     // [nrows + 1] CSR of `rows` (edges of row r: row_ptr[r] .. row_ptr[r+1]-1)
-  bool x_gradient = false;  // whether backward() must produce d(x_table)
+  at::Tensor row_ptr;                  // [nrows + 1] CSR of `rows` (edges of row r: row_ptr[r] .. row_ptr[r+1]-1)
+  bool x_gradient = false;             // whether backward() must produce d(x_table)
   const RadialPairs* pairs = nullptr;  // set: the radial MLP runs once per pair (radial_pairs.h)
 };
 
@@ -34,9 +34,9 @@ struct MessageChunkInput {
 struct MessageChunkState {
   EdgeGeometry geometry;
   std::vector<at::Tensor> mlp_pre;  // per radial row: [Ec, ...], or [U, ...] with pairs
-  at::Tensor radial;   // [Ec or U, weight_numel] (not in reassociated layers)
-  at::Tensor hidden;   // [Ec, H] the radial MLP's last hidden layer per edge (reassociated layers)
-  at::Tensor density;  // [Ec, 1] density blocks
+  at::Tensor radial;                // [Ec or U, weight_numel] (not in reassociated layers)
+  at::Tensor hidden;                // [Ec or U, H] the radial MLP's last hidden layer (reassociated layers)
+  at::Tensor density;               // [Ec, 1] density blocks
 };
 
 struct MessageChunkOutput {
@@ -53,10 +53,10 @@ struct MessageLayer {
       : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)), tf32(tf32) {
     if (reassociate) first.emplace(this->tp.descriptor(), radial.back());
   }
-  const InteractionParams* params;  // the model's layer (density weights)
-  std::vector<at::Tensor> radial;   // fold_radial_mlp of its radial MLP
-  ConvTPOp tp;                      // its fused tensor-product kernels (conv_tp_op.h)
-  bool tf32;                        // radial-MLP GEMMs on TF32 tensor cores (float32 on CUDA)
+  const InteractionParams* params;    // the model's layer (density weights)
+  std::vector<at::Tensor> radial;     // fold_radial_mlp of its radial MLP
+  ConvTPOp tp;                        // its fused tensor-product kernels (conv_tp_op.h)
+  bool tf32;                          // radial-MLP GEMMs on TF32 tensor cores (float32 on CUDA)
   std::optional<FirstLayerOp> first;  // set: the layer runs reassociated (no R, no per-edge TP)
 };
 
@@ -70,10 +70,9 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
 // From d(aggregate) [nrows, dim(mid)] and d(density) [nrows] (density blocks): returns dE/dv [Ec, 3]
 // and, if in.x_gradient, adds d(x_table) into *x_table_grad. Consumes the state.
 at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
-                                  const MessageChunkInput& in,
-                                  MessageChunkState& state, const at::Tensor& grad_aggregate,
-                                  const at::Tensor& grad_density, at::Tensor* x_table_grad,
-                                  StageTimer* timer = nullptr);
+                                  const MessageChunkInput& in, MessageChunkState& state,
+                                  const at::Tensor& grad_aggregate, const at::Tensor& grad_density,
+                                  at::Tensor* x_table_grad, StageTimer* timer = nullptr);
 
 // The CSR row pointer [nrows + 1] of non-decreasing rows.
 at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows);

@@ -40,7 +40,7 @@ FLASHMACE_OUTER_HD void species_outer_row(const SpeciesOuterArgs<T>& a, int64_t 
       current = z;
     }
     if (z < 0) break;
-    const T hk = a.h[e * a.H + k];
+    const T hk = a.h[(a.h_index ? a.h_index[e] : e) * a.H + k];
     const T* y = a.Y + e * J;
     FLASHMACE_OUTER_UNROLL
     for (int j = 0; j < J; ++j) acc[j] += static_cast<double>(hk * y[j]);
@@ -56,7 +56,7 @@ FLASHMACE_OUTER_HD void species_outer_edge(const SpeciesOuterArgs<T>& a, int64_t
     y[j] = a.Y[e * J + j];
     dy[j] = 0;
   }
-  const T* he = a.h + e * a.H;
+  const T* he = a.h + (a.h_index ? a.h_index[e] : e) * a.H;
   T* dhe = dh + e * a.H;
   for (int k = 0; k < a.H; ++k) {
     const T hk = he[k];
@@ -78,12 +78,18 @@ FLASHMACE_OUTER_HD void species_outer_edge(const SpeciesOuterArgs<T>& a, int64_t
 template <typename F>
 void with_harmonic_count(int J, const F& f) {
   switch (J) {
-    case 1: return f(std::integral_constant<int, 1>());
-    case 4: return f(std::integral_constant<int, 4>());
-    case 9: return f(std::integral_constant<int, 9>());
-    case 16: return f(std::integral_constant<int, 16>());
-    case 25: return f(std::integral_constant<int, 25>());
-    default: return;
+    case 1:
+      return f(std::integral_constant<int, 1>());
+    case 4:
+      return f(std::integral_constant<int, 4>());
+    case 9:
+      return f(std::integral_constant<int, 9>());
+    case 16:
+      return f(std::integral_constant<int, 16>());
+    case 25:
+      return f(std::integral_constant<int, 25>());
+    default:
+      return;
   }
 }
 

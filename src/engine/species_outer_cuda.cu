@@ -15,8 +15,8 @@ constexpr int kThreads = 128;
 void check_launch(const char* kernel) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
-    throw Error(std::string("first-layer sums: CUDA kernel ") + kernel + " failed to launch: " +
-                cudaGetErrorString(err));
+    throw Error(std::string("first-layer sums: CUDA kernel ") + kernel +
+                " failed to launch: " + cudaGetErrorString(err));
 }
 
 template <typename T, int J>

@@ -4,7 +4,8 @@
 //             (thread per (row, k), edges in order, sums in double: deterministic);
 //   backward: dh[e, k] = sum_j dS[row(e), z(e), k, j] Y[e, j],  dY[e, j] = sum_k h[e, k] dS[..., k, j]
 //             (thread per edge).
-// h [E, H], Y [E, J], slot [E] in [0, Z), row_ptr [nrows + 1] (edges sorted by row), edge_row [E];
+// h [E, H] (or [any, H] with h_index: edge e reads row h_index[e]; dh stays per edge), Y [E, J],
+// slot [E] in [0, Z), row_ptr [nrows + 1] (edges sorted by row), edge_row [E];
 // S, dS [nrows, Z, H, J]. Torch-free: plain pointers (CUDA: device memory and a cudaStream_t).
 #include <cstdint>
 
@@ -16,6 +17,7 @@ constexpr bool species_outer_supports(int J) { return J == 1 || J == 4 || J == 9
 template <typename T>
 struct SpeciesOuterArgs {
   const T* h = nullptr;
+  const int64_t* h_index = nullptr;
   const T* Y = nullptr;
   const int64_t* slot = nullptr;
   const int64_t* row_ptr = nullptr;
