@@ -34,6 +34,16 @@ Edges periodic_edges() {
   return {at::tensor(g.sender), at::tensor(g.receiver), at::tensor(v).view({E, 3})};
 }
 
+// The edges of a ghost-atom domain (ghosts are explicit images: vectors from positions).
+Edges domain_edges(const LocalGraph& lg) {
+  const int64_t E = lg.num_edges();
+  std::vector<double> v(3 * E);
+  for (int64_t e = 0; e < E; ++e)
+    for (int d = 0; d < 3; ++d)
+      v[3 * e + d] = lg.positions[3 * lg.receiver[e] + d] - lg.positions[3 * lg.sender[e] + d];
+  return {at::tensor(lg.sender), at::tensor(lg.receiver), at::tensor(v).view({E, 3})};
+}
+
 std::vector<int64_t> longs(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
@@ -75,12 +85,8 @@ TEST(RadialPairs, GhostEdgesStaySingle) {
   const Structure s = make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, 4);
   std::vector<int> owner;
   const LocalGraph lg = periodic_local_graph(s, 5.0, &owner);
+  const Edges g = domain_edges(lg);
   const int64_t E = lg.num_edges();
-  std::vector<double> v(3 * E);
-  for (int64_t e = 0; e < E; ++e)
-    for (int d = 0; d < 3; ++d)
-      v[3 * e + d] = lg.positions[3 * lg.receiver[e] + d] - lg.positions[3 * lg.sender[e] + d];
-  const Edges g{at::tensor(lg.sender), at::tensor(lg.receiver), at::tensor(v).view({E, 3})};
   const RadialPairs p = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kDouble);
   expect_consistent(g, p);
   const at::Tensor from_ghost = g.sender >= lg.nlocal;
@@ -143,13 +149,9 @@ TEST(RadialPairs, PairRowsSumFirstThenSecond) {
   const Structure s = make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, 5);
   std::vector<int> owner;
   const LocalGraph lg = periodic_local_graph(s, 5.0, &owner);
+  const Edges g = domain_edges(lg);
   const int64_t E = lg.num_edges();
-  std::vector<double> v(3 * E);
-  for (int64_t e = 0; e < E; ++e)
-    for (int d = 0; d < 3; ++d)
-      v[3 * e + d] = lg.positions[3 * lg.receiver[e] + d] - lg.positions[3 * lg.sender[e] + d];
-  const RadialPairs p =
-      pair_reverse_edges(at::tensor(lg.sender), at::tensor(lg.receiver), at::tensor(v).view({E, 3}), at::kFloat);
+  const RadialPairs p = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kFloat);
   EXPECT_EQ(p.share.scalar_type(), at::kFloat);
   const at::Tensor values = at::randn({E, 4}, at::TensorOptions().dtype(at::kFloat));
   const at::Tensor sums = sum_pair_rows(p, values);
