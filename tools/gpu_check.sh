@@ -74,7 +74,8 @@ for pass in uncached cached; do
   "$build/bin/flashmace-eval" --model "$assets/mp0-medium-f32.safetensors" --device cuda --xyz "$root/examples/eval/cuni_fcc32.xyz" > /dev/null
   echo "model load + one evaluation ($pass kernels): $(python3 -c "import sys; print(round(float(sys.argv[1]) - float(sys.argv[2]), 2))" "$(date +%s.%N)" "$start") s" | tee -a "$out/bench.log"
 done
-# The size table (864 ... 62,500 atoms), float32 and float64, then the variants at 16,384 atoms.
+# The size table (864 ... 62,500 atoms), float32 and float64, then the variants at 16,384 atoms (and
+# the unshared radial MLP also at 62,500).
 for cells in 6 10 16 25; do
   bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 3
 done
@@ -90,3 +91,7 @@ bench "recompute-f32-c16" --path fast --dtype float32 --cells 16 --warmup 2 --st
 bench "per-edge-first-layer-f32-c16" --path fast --dtype float32 --cells 16 --warmup 2 --steps 3 --no-breakdown \
   --no-reassociate
 bench "sc-generic-f32-c16" --path fast --dtype float32 --cells 16 --warmup 2 --steps 3 --no-breakdown --sc generic
+for cells in 16 25; do
+  bench "unpaired-radial-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 3 --no-breakdown \
+    --radial-pairs off
+done
