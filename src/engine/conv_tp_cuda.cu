@@ -10,10 +10,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <string>
 
-#include "core/error.h"
 #include "engine/conv_tp_core.h"
+#include "engine/cuda_launch_check.h"
 
 namespace flashmace {
 
@@ -24,11 +23,7 @@ constexpr int kMaxD3 = 9;   // outputs per path held in registers: l3 <= 4
 constexpr int kMaxSh = 25;  // dY components held per thread: spherical harmonics up to l = 4
 constexpr int kMaxEdgeBlock = 256;
 
-void check_launch(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw Error(std::string("conv TP: CUDA kernel ") + kernel + " failed to launch: " + cudaGetErrorString(err));
-}
+void check_launch(const char* kernel) { check_cuda_launch("conv TP", kernel); }
 
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {
@@ -164,7 +159,8 @@ template <typename T>
 void conv_tp_forward_cuda(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* agg, void* stream) {
   const int64_t threads = g.nrows * t.max_mul;
   if (threads == 0) return;
-  forward_kernel<T><<<static_cast<unsigned>(blocks_for(threads)), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(t, g, agg);
+  forward_kernel<T>
+      <<<static_cast<unsigned>(blocks_for(threads)), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(t, g, agg);
   check_launch("conv_tp forward");
 }
 

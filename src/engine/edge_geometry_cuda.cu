@@ -2,9 +2,7 @@
 // edge_geometry_core.h.
 #include <cuda_runtime.h>
 
-#include <string>
-
-#include "core/error.h"
+#include "engine/cuda_launch_check.h"
 #include "engine/edge_geometry_core.h"
 
 namespace flashmace {
@@ -13,11 +11,7 @@ namespace {
 
 constexpr int kThreads = 128;
 
-void check_launch(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw Error(std::string("edge geometry: CUDA kernel ") + kernel + " failed to launch: " + cudaGetErrorString(err));
-}
+void check_launch(const char* kernel) { check_cuda_launch("edge geometry", kernel); }
 
 template <typename T>
 __global__ void forward_kernel(GeometryTables<T> t, const T* __restrict__ v, int64_t E, T* __restrict__ Y,
@@ -60,7 +54,7 @@ template void edge_geometry_forward_cuda<double>(const GeometryTables<double>&, 
                                                  double*, void*);
 template void edge_geometry_backward_cuda<float>(const GeometryTables<float>&, const float*, int64_t, const float*,
                                                  const float*, float*, void*);
-template void edge_geometry_backward_cuda<double>(const GeometryTables<double>&, const double*, int64_t,
-                                                  const double*, const double*, double*, void*);
+template void edge_geometry_backward_cuda<double>(const GeometryTables<double>&, const double*, int64_t, const double*,
+                                                  const double*, double*, void*);
 
 }  // namespace flashmace

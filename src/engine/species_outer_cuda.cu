@@ -1,9 +1,7 @@
 // species_outer_kernels.h on CUDA: thread per (row, k) forward, thread per edge backward.
 #include <cuda_runtime.h>
 
-#include <string>
-
-#include "core/error.h"
+#include "engine/cuda_launch_check.h"
 #include "engine/species_outer_core.h"
 
 namespace flashmace {
@@ -12,12 +10,7 @@ namespace {
 
 constexpr int kThreads = 128;
 
-void check_launch(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw Error(std::string("first-layer sums: CUDA kernel ") + kernel +
-                " failed to launch: " + cudaGetErrorString(err));
-}
+void check_launch(const char* kernel) { check_cuda_launch("first-layer sums", kernel); }
 
 template <typename T, int J>
 __global__ void forward_kernel(SpeciesOuterArgs<T> a, T* __restrict__ S) {

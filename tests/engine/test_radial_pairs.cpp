@@ -34,6 +34,12 @@ Edges periodic_edges() {
   return {at::tensor(g.sender), at::tensor(g.receiver), at::tensor(v).view({E, 3})};
 }
 
+// A perturbed fcc box as one domain whose periodic images are explicit ghost atoms.
+LocalGraph ghost_domain(uint64_t seed) {
+  std::vector<int> owner;
+  return periodic_local_graph(make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, seed), 5.0, &owner);
+}
+
 // The edges of a ghost-atom domain (ghosts are explicit images: vectors from positions).
 Edges domain_edges(const LocalGraph& lg) {
   const int64_t E = lg.num_edges();
@@ -82,9 +88,7 @@ TEST(RadialPairs, PeriodicDomainPairsEveryEdge) {
 }
 
 TEST(RadialPairs, GhostEdgesStaySingle) {
-  const Structure s = make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, 4);
-  std::vector<int> owner;
-  const LocalGraph lg = periodic_local_graph(s, 5.0, &owner);
+  const LocalGraph lg = ghost_domain(4);
   const Edges g = domain_edges(lg);
   const int64_t E = lg.num_edges();
   const RadialPairs p = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kDouble);
@@ -146,9 +150,7 @@ TEST(RadialPairs, CacheReusesOnlyWhileThePairsHold) {
 }
 
 TEST(RadialPairs, PairRowsSumFirstThenSecond) {
-  const Structure s = make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, 5);
-  std::vector<int> owner;
-  const LocalGraph lg = periodic_local_graph(s, 5.0, &owner);
+  const LocalGraph lg = ghost_domain(5);
   const Edges g = domain_edges(lg);
   const int64_t E = lg.num_edges();
   const RadialPairs p = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kFloat);
