@@ -64,6 +64,7 @@ if [ "$mode" = "--quick" ]; then
   for cells in 6 10 16 25; do
     bench "fast-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 3
   done
+  bench "no-cuda-graph-f32-c6" --path fast --dtype float32 --cells 6 --warmup 2 --steps 3 --no-breakdown --cuda-graph off
   exit 0
 fi
 # Model load time: the specialised SC and conv TP kernels compiled (empty cache), then from the cache.
@@ -85,6 +86,7 @@ done
 for cells in 16 25; do
   bench "tf32-f32-c$cells" --path fast --dtype float32 --cells $cells --warmup 2 --steps 3 --no-breakdown --tf32
 done
+bench "no-cuda-graph-f32-c6" --path fast --dtype float32 --cells 6 --warmup 2 --steps 3 --no-breakdown --cuda-graph off
 bench "reference-f32-c10" --path reference --dtype float32 --cells 10 --warmup 2 --steps 3 --no-breakdown
 bench "recompute-f32-c16" --path fast --dtype float32 --cells 16 --warmup 2 --steps 3 --no-breakdown \
   --edge-chunk 1277952 --atom-chunk 16384

@@ -72,6 +72,8 @@ EngineSettings settings_of(const EvaluatorOptions& o) {
   s.tf32 = o.tf32;
   s.reassociate = o.reassociate;
   s.radial_pairs = o.radial_pairs;
+  s.cuda_graph = o.cuda_graph;
+  s.pad_to_bucket = o.pad_to_bucket;
   s.log = o.log;
   return s;
 }

@@ -21,48 +21,6 @@ void lap(StageTimer* timer, const char* stage) {
   if (timer) timer->lap(stage);
 }
 
-// The halo exchange on the calling thread. The exchanger works on host float64 rows, so the rows are
-// staged through the host.
-void exchange(at::Tensor& rows, HaloExchanger* halo, bool forward) {
-  if (!halo) return;
-  at::Tensor host = rows.to(at::kCPU, at::kDouble, /*non_blocking=*/false, /*copy=*/true).contiguous();
-  const int ncols = static_cast<int>(rows.size(1));
-  if (forward)
-    halo->forward(host.data_ptr<double>(), ncols);
-  else
-    halo->reverse(host.data_ptr<double>(), ncols);
-  rows.copy_(host);
-}
-
-// One chunk of edges [begin, begin + count) in receiver order, with the receiver rows it touches.
-struct EdgeChunk {
-  int64_t begin = 0, count = 0;
-  int64_t row0 = 0, nrows = 0;
-};
-
-std::vector<EdgeChunk> edge_chunks(const at::Tensor& receiver_sorted, int64_t chunk) {
-  const int64_t E = receiver_sorted.size(0);
-  std::vector<EdgeChunk> chunks;
-  if (E == 0) return chunks;
-  const at::Tensor first = at::arange(0, E, chunk, receiver_sorted.options());
-  const at::Tensor last = at::clamp_max(first + (chunk - 1), E - 1);
-  // One small device->host copy per step: the receiver rows at the chunk boundaries.
-  const at::Tensor rows = at::stack({receiver_sorted.index_select(0, first), receiver_sorted.index_select(0, last)})
-                              .to(at::kCPU)
-                              .contiguous();
-  const int64_t n = first.size(0);
-  const int64_t* r = rows.data_ptr<int64_t>();
-  for (int64_t k = 0; k < n; ++k) {
-    EdgeChunk c;
-    c.begin = k * chunk;
-    c.count = std::min(chunk, E - c.begin);
-    c.row0 = r[k];
-    c.nrows = r[n + k] - r[k] + 1;
-    chunks.push_back(c);
-  }
-  return chunks;
-}
-
 }  // namespace
 
 FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings settings)
@@ -74,6 +32,8 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
   hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.in);
   if (settings_.radial_pairs != "auto" && settings_.radial_pairs != "on" && settings_.radial_pairs != "off")
     throw Error("Unknown radial_pairs setting '" + settings_.radial_pairs + "' (use auto, on or off)");
+  if (settings_.cuda_graph != "on" && settings_.cuda_graph != "off")
+    throw Error("Unknown cuda_graph setting '" + settings_.cuda_graph + "' (use on or off)");
   if (settings_.tf32 && (!p_.options.device().is_cuda() || p_.options.dtype() != at::kFloat))
     throw Error(
         "tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
@@ -139,71 +99,155 @@ void FastEngine::update_plan(int64_t atoms, int64_t edges) {
   if (changed && settings_.log) settings_.log(plan_.describe(atoms, edges));
 }
 
+
+void FastEngine::update_topology(const GraphTensors& g, int64_t nlocal, const TopologyOptions& options,
+                                 bool keep_storage) {
+  if (topology_.matches(g, nlocal, options)) return;
+  EdgeTopology t = EdgeTopology::build(g, nlocal, options, p_.atomic_numbers);
+  if (keep_storage && graph_ && topology_.same_shape(t)) {
+    topology_.assign_keeping_storage(t);  // the captured step reads these tensors
+  } else {
+    topology_ = std::move(t);
+    graph_.reset();
+  }
+}
+
+// Padding edges get a vector beyond every cutoff (the model's and ZBL's): their radial features,
+// messages and energies are exact zeros.
+at::Tensor FastEngine::padding_vectors(int64_t n, const at::TensorOptions& options) const {
+  at::Tensor v = at::zeros({n, 3}, options);
+  v.select(1, 0).fill_(4.0 * p_.config.r_max + 10.0);
+  return v;
+}
+
+// The halo exchange on the calling thread. The exchanger works on host float64 rows, so the rows of
+// the graph's atoms (not the padding) are staged through the host.
+void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
+  if (!halo_) return;
+  at::Tensor rows = all_rows.narrow(0, 0, topology_.atoms);
+  at::Tensor host = rows.to(at::kCPU, at::kDouble, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  const int ncols = static_cast<int>(rows.size(1));
+  if (forward)
+    halo_->forward(host.data_ptr<double>(), ncols);
+  else
+    halo_->reverse(host.data_ptr<double>(), ncols);
+  rows.copy_(host);
+}
+
 EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64, int64_t nlocal, HaloExchanger* halo,
                              bool want_grad) {
   const at::NoGradGuard no_grad;  // every gradient below is written out; no autograd tape
-  const MaceConfig& c = p_.config;
-  const int T = c.num_interactions;
   const int64_t ntotal = g.species.size(0);
   const int64_t E = g.sender.size(0);
-  update_plan(ntotal, E);
-  const bool keep = want_grad && !plan_.recompute;
+  const bool cuda = p_.options.device().is_cuda();
+  const bool may_graph =
+      settings_.cuda_graph == "on" && cuda && !timer_ && nlocal > 0 && E > 0 && SegmentedCudaGraph::available();
+  // A captured step is replayed for every graph of the same bucket: padded sizes (<= 1/16 more).
+  const bool may_pad = may_graph || settings_.pad_to_bucket;
+  const int64_t edges = may_pad ? padded_count(E, 1024) : E;
+  const int64_t atoms = may_pad ? padded_count(ntotal, 256) : ntotal;
+  update_plan(atoms, edges);
+  auto paired = [&](int64_t count) {
+    return settings_.radial_pairs == "on" ||
+           (settings_.radial_pairs == "auto" && (!cuda || count >= kMinPairedChunkEdges));
+  };
+  const bool use_graph =
+      may_graph && plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal && !paired(edges);
+  TopologyOptions options;
+  options.edge_chunk = plan_.edge_chunk;
+  options.atom_chunk = plan_.atom_chunk;
+  options.sender_csr = want_grad && p_.config.num_interactions > 1;
+  if (use_graph || settings_.pad_to_bucket) {
+    options.padded_edges = edges;
+    options.padded_atoms = atoms;
+  }
   if (timer_) timer_->start();
+  update_topology(g, nlocal, options, use_graph);
+  halo_ = halo;
+  graphed_ = use_graph;
+  const EdgeTopology& topo = topology_;
 
-  // Edges in receiver order (stable, so equal receivers keep the caller's order).
-  const auto sorted = at::sort(g.receiver, /*stable=*/true, 0, false);
-  const at::Tensor receiver = std::get<0>(sorted), order = std::get<1>(sorted);
-  const at::Tensor sender = g.sender.index_select(0, order);
-  const at::Tensor vectors64_sorted = vectors64.index_select(0, order);
-  const at::Tensor v = vectors64_sorted.to(p_.options);
-  const at::Tensor z_node = p_.atomic_numbers.index_select(0, g.species);
-  const at::Tensor z_sender = z_node.index_select(0, sender), z_receiver = z_node.index_select(0, receiver);
-  // Layer 0 indexes its x table by sender species slot: rows of hu0_table_ for the species present.
-  const std::vector<int64_t> present_all = ntotal > 0 ? elements_present(g.species) : std::vector<int64_t>{};
-  const at::Tensor present_index =
-      at::tensor(present_all.empty() ? std::vector<int64_t>{0} : present_all, at::kLong).to(g.species.device());
-  const at::Tensor slot_of = at::zeros({c.num_elements()}, g.species.options())
-                                 .index_put_({present_index}, at::arange(present_index.size(0), g.species.options()));
-  const at::Tensor sender_slot = slot_of.index_select(0, g.species.index_select(0, sender));
-  const at::Tensor x0_table = hu0_table_.index_select(0, present_index);
-  const at::Tensor species_local = g.species.narrow(0, 0, nlocal);
-  const std::vector<EdgeChunk> chunks = edge_chunks(receiver, plan_.edge_chunk);
-  // (the local atoms' elements are among all atoms' ones; groups of absent elements come out empty)
-  const std::vector<int64_t> present = nlocal > 0 ? present_all : std::vector<int64_t>{};
+  auto finish = [&](const StepOutputs& out, bool copy) {
+    EngineResult result;
+    result.node_energy = copy ? out.node_energy.clone() : out.node_energy;
+    if (want_grad)
+      result.grad = at::zeros({E, 3}, vectors64.options())
+                        .index_copy_(0, topo.order, out.grad_v.narrow(0, 0, E).to(at::kDouble));
+    return result;
+  };
+
+  if (!use_graph) {
+    graph_.reset();
+    at::Tensor v64 = vectors64.index_select(0, topo.order);
+    if (topo.padded_edges > E) v64 = at::cat({v64, padding_vectors(topo.padded_edges - E, v64.options())});
+    // Reverse-edge pairs per chunk, shared by both layers and the backward pass (and by later calls
+    // while the graph stays the same).
+    std::vector<RadialPairCache::Chunk> pair_chunks;
+    for (const EdgeChunk& ch : topo.chunks) pair_chunks.push_back({ch.begin, ch.count, paired(ch.count)});
+    const std::vector<RadialPairs>& pairs =
+        pair_cache_.pairs(topo.sender, topo.receiver, v64, pair_chunks, p_.options.dtype().toScalarType());
+    lap(timer_, "graph");
+    StepOutputs out;
+    step(v64.to(p_.options), &pairs, want_grad, [](const SegmentedCudaGraph::HostWork& work) { work(); }, &out);
+    return finish(out, false);
+  }
+
+  if (graph_ && (graph_want_grad_ != want_grad || graph_halo_ != (halo != nullptr))) graph_.reset();
+  if (!graph_) graph_v_ = at::empty({edges, 3}, p_.options);
+  graph_v_.narrow(0, E, edges - E).copy_(padding_vectors(edges - E, vectors64.options()));
+  graph_v_.narrow(0, 0, E).copy_(vectors64.index_select(0, topo.order));
+  if (graph_) {
+    graph_->replay();
+    return finish(graph_out_, true);
+  }
+  StepOutputs warm;
+  graph_ = std::make_unique<SegmentedCudaGraph>(
+      p_.options.device(),
+      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v_, nullptr, want_grad, cut, &warm); },
+      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v_, nullptr, want_grad, cut, &graph_out_); });
+  graph_want_grad_ = want_grad;
+  graph_halo_ = halo != nullptr;
+  ++graph_captures_;
+  if (settings_.log)
+    settings_.log("CUDA graph captured: " + std::to_string(graph_->segments()) + " segment(s) for up to " +
+                  std::to_string(edges) + " edges and " + std::to_string(atoms) + " atoms");
+  return finish(warm, false);
+}
+
+void FastEngine::step(const at::Tensor& v, const std::vector<RadialPairs>* pairs, bool want_grad,
+                      const SegmentedCudaGraph::Cut& cut, StepOutputs* result) {
+  const MaceConfig& c = p_.config;
+  const EdgeTopology& topo = topology_;
+  const int T = c.num_interactions;
+  const int64_t nlocal = topo.nlocal, atoms = topo.padded_atoms;
+  const std::vector<EdgeChunk>& chunks = topo.chunks;
+  const bool keep = want_grad && !plan_.recompute;
   const int64_t achunk = plan_.atom_chunk;
-  // Reverse-edge pairs per chunk, shared by both layers and the backward pass (and by later calls
-  // while the graph stays the same).
-  std::vector<RadialPairCache::Chunk> pair_chunks;
-  for (const EdgeChunk& ch : chunks)
-    pair_chunks.push_back({ch.begin, ch.count,
-                           settings_.radial_pairs == "on" ||
-                               (settings_.radial_pairs == "auto" && (v.is_cpu() || ch.count >= kMinPairedChunkEdges))});
-  const std::vector<RadialPairs>& pairs =
-      pair_cache_.pairs(sender, receiver, vectors64_sorted, pair_chunks, p_.options.dtype().toScalarType());
-  lap(timer_, "graph");
+  const at::Tensor x0_table = hu0_table_.index_select(0, topo.present_index);
 
   auto slice = [](const at::Tensor& t, const EdgeChunk& ch) { return t.narrow(0, ch.begin, ch.count); };
-  // The inputs of edge chunk ch in layer t (x_table: per-species rows in layer 0, per node after).
+  // The inputs of edge chunk k in layer t (x_table: per-element rows in layer 0, per node after).
   auto message_input = [&](std::size_t k, int t, const at::Tensor& hu) {
     const EdgeChunk& ch = chunks[k];
     MessageChunkInput in;
-    if (pairs[k].index.defined()) in.pairs = &pairs[k];
+    if (pairs && (*pairs)[k].index.defined()) in.pairs = &(*pairs)[k];
     in.vectors = slice(v, ch);
-    in.z_sender = slice(z_sender, ch);
-    in.z_receiver = slice(z_receiver, ch);
+    in.z_sender = slice(topo.z_sender, ch);
+    in.z_receiver = slice(topo.z_receiver, ch);
     in.x_table = t == 0 ? x0_table : hu;
-    in.x_index = t == 0 ? slice(sender_slot, ch) : slice(sender, ch);
-    in.rows = slice(receiver, ch) - ch.row0;
+    in.x_index = t == 0 ? slice(topo.sender_slot, ch) : slice(topo.sender, ch);
+    in.rows = topo.chunk_rows[k];
     in.nrows = ch.nrows;
-    in.row_ptr = row_pointer(in.rows, ch.nrows);
+    in.row_ptr = topo.chunk_row_ptr[k];
     in.x_gradient = t > 0;
+    if (t > 0 && !topo.chunk_senders.empty()) in.x_csr = &topo.chunk_senders[k];
     return in;
   };
   auto node_input = [&](int t, const at::Tensor& mlin, const at::Tensor& dens, const at::Tensor& h, int64_t a0,
                         int64_t na) {
     NodeChunkInput in;
-    in.species = species_local.narrow(0, a0, na);
-    in.groups = group_species(in.species, present);
+    in.species = topo.species_local.narrow(0, a0, na);
+    in.groups = topo.atom_groups[a0 / achunk];
     in.mlin = mlin.narrow(0, a0, na);
     if (p_.layers[t].density) in.density = dens.narrow(0, a0, na);
     in.h_in = t == 0 ? h0_table_.index_select(0, in.species) : h.narrow(0, a0, na);
@@ -211,8 +255,8 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   };
 
   struct LayerState {
-    at::Tensor h;                          // [ntotal, dim(in)] input features (t > 0)
-    at::Tensor hu;                         // [ntotal, dim(in)] their linear_up (t > 0)
+    at::Tensor h;                          // [atoms, dim(in)] input features (t > 0)
+    at::Tensor hu;                         // [atoms, dim(in)] their linear_up (t > 0)
     at::Tensor mlin;                       // [nlocal, dim(target)] projected message sums
     at::Tensor dens;                       // [nlocal] density sums (density blocks)
     std::vector<MessageChunkState> edges;  // kept chunk states (no-recompute plans)
@@ -225,9 +269,9 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   at::Tensor zbl_slope;  // [E] dE_zbl/dr per edge
   if (p_.zbl) {
     const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
-    auto [e, slope] = zbl_energy_and_derivative(r, z_sender, z_receiver, p_.zbl_params);
-    for (const EdgeChunk& ch : chunks)
-      energy.narrow(0, ch.row0, ch.nrows).add_(segment_sum(slice(e, ch), slice(receiver, ch) - ch.row0, ch.nrows));
+    auto [e, slope] = zbl_energy_and_derivative(r, topo.z_sender, topo.z_receiver, p_.zbl_params);
+    for (std::size_t k = 0; k < chunks.size(); ++k)
+      energy.narrow(0, chunks[k].row0, chunks[k].nrows).add_(segment_sum(slice(e, chunks[k]), topo.chunk_row_ptr[k]));
     zbl_slope = slope;
   }
   at::Tensor h_local;  // [nlocal, dim(out)] of the previous layer
@@ -235,10 +279,10 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     const InteractionParams& L = p_.layers[t];
     LayerState& S = layers[t];
     if (t > 0) {
-      S.h = at::zeros({ntotal, L.in.dim()}, p_.options);
+      S.h = at::zeros({atoms, L.in.dim()}, p_.options);
       S.h.narrow(0, 0, nlocal).copy_(h_local);
       lap(timer_, "nodes_forward");
-      exchange(S.h, halo, /*forward=*/true);
+      if (halo_) cut([this, h = S.h] { exchange(h, /*forward=*/true); });
       lap(timer_, "halo_exchange");
       S.hu = e3nn_linear(S.h, L.linear_up, L.in, L.in);
     }
@@ -270,10 +314,9 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     lap(timer_, "nodes_forward");
   }
 
-  EngineResult result;
-  result.node_energy =
-      (c.scale * energy + c.shift).to(at::kDouble) + p_.atomic_energies_f64.index_select(0, species_local);
-  if (!want_grad) return result;
+  result->node_energy =
+      (c.scale * energy + c.shift).to(at::kDouble) + p_.atomic_energies_f64.index_select(0, topo.species_local);
+  if (!want_grad) return;
 
   // ---- backward: layers in reverse, chunks recomputed (or kept), exchanges on this thread ----
   at::Tensor grad_v = at::zeros_like(v);
@@ -284,7 +327,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     if (!gh.defined()) gh = at::zeros({nlocal, L.out.dim()}, p_.options);
     at::Tensor dmlin = at::empty_like(S.mlin);
     at::Tensor ddens = L.density ? at::empty_like(S.dens) : at::Tensor();
-    at::Tensor dh = t > 0 ? at::zeros({ntotal, L.in.dim()}, p_.options) : at::Tensor();
+    at::Tensor dh = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
     for (int64_t a0 = 0, k = 0; a0 < nlocal; a0 += achunk, ++k) {
       const int64_t na = std::min(achunk, nlocal - a0);
       const NodeChunkInput in = node_input(t, S.mlin, S.dens, S.h, a0, na);
@@ -302,7 +345,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     S.nodes.clear();
     lap(timer_, "nodes_backward");
 
-    at::Tensor dhu = t > 0 ? at::zeros({ntotal, L.in.dim()}, p_.options) : at::Tensor();
+    at::Tensor dhu = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
     for (std::size_t k = 0; k < chunks.size(); ++k) {
       const EdgeChunk& ch = chunks[k];
       const MessageChunkInput in = message_input(k, t, S.hu);
@@ -323,7 +366,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
 
     if (t > 0) {
       dh.add_(e3nn_linear_transpose(dhu, L.linear_up, L.in, L.in));
-      exchange(dh, halo, /*forward=*/false);
+      if (halo_) cut([this, dh] { exchange(dh, /*forward=*/false); });
       lap(timer_, "halo_exchange");
       gh = dh.narrow(0, 0, nlocal);
     }
@@ -333,8 +376,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
     grad_v.add_(c.scale * zbl_slope.unsqueeze(1) * v / r);
   }
-  result.grad = at::zeros({E, 3}, vectors64.options()).index_copy_(0, order, grad_v.to(at::kDouble));
-  return result;
+  result->grad_v = grad_v;
 }
 
 }  // namespace flashmace

@@ -12,11 +12,13 @@
 #include <string>
 
 #include "engine/edge_geometry_op.h"
+#include "engine/edge_topology.h"
 #include "engine/evaluator.h"
 #include "engine/memory_plan.h"
 #include "engine/message_stage.h"
 #include "engine/radial_pairs.h"
 #include "engine/sc_op.h"
+#include "engine/step_graph.h"
 #include "model/mace_forward.h"
 #include "model/mace_params.h"
 #include "model/stage_timer.h"
@@ -34,6 +36,12 @@ struct EngineSettings {
   // (on the CPU; on a GPU for chunks of at least kMinPairedChunkEdges, below which the pairing's
   // launches and its host copy cost more than the halved MLP saves).
   std::string radial_pairs = "auto";
+  // "on": capture a CUDA step in a CUDA graph and replay it while the graph's shape stays the same
+  // (padded to a bucket of edges and atoms); for steps of one edge chunk and one atom chunk, without
+  // radial pairs or a stage timer. "off": launch every kernel each step.
+  std::string cuda_graph = "on";
+  // Pad edges and atoms to the graph bucket even without a CUDA graph (tests the padding's exactness).
+  bool pad_to_bucket = false;
   std::function<void(const std::string&)> log;
 };
 
@@ -62,6 +70,9 @@ class FastEngine {
 
   // The plan the last run used.
   const MemoryPlan& plan() const { return plan_; }
+  // Whether the last run replayed or captured a CUDA graph, and how many graphs were captured so far.
+  bool graphed() const { return graphed_; }
+  int graph_captures() const { return graph_captures_; }
 
  private:
   MaceParams p_;
@@ -76,8 +87,28 @@ class FastEngine {
   std::vector<ScOp> sc_;                // per layer: the symmetric-contraction executor
   StageTimer* timer_ = nullptr;
   RadialPairCache pair_cache_;  // reverse-edge pairs of the last graph
+  EdgeTopology topology_;       // connectivity-derived arrays of the last graph
+  // The captured step (cuda_graph on): it reads topology_'s tensors, graph_v_ and writes graph_out_.
+  struct StepOutputs {
+    at::Tensor node_energy;  // [nlocal] float64
+    at::Tensor grad_v;       // [padded edges, 3] model dtype, receiver order
+  };
+  std::unique_ptr<SegmentedCudaGraph> graph_;
+  bool graph_want_grad_ = false, graph_halo_ = false;
+  at::Tensor graph_v_;  // [padded edges, 3] edge vectors in the model's dtype, receiver order
+  StepOutputs graph_out_;
+  HaloExchanger* halo_ = nullptr;  // this run's exchanger (read by the step's exchanges)
+  bool graphed_ = false;
+  int graph_captures_ = 0;
 
   void update_plan(int64_t atoms, int64_t edges);
+  void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage);
+  // One energy (+ gradient) evaluation on topology_ with sorted edge vectors v; `cut` receives the
+  // halo exchanges (run at once, or between graph segments).
+  void step(const at::Tensor& v, const std::vector<RadialPairs>* pairs, bool want_grad,
+            const SegmentedCudaGraph::Cut& cut, StepOutputs* out);
+  void exchange(const at::Tensor& rows, bool forward) const;
+  at::Tensor padding_vectors(int64_t n, const at::TensorOptions& options) const;
 };
 
 }  // namespace flashmace

@@ -7,8 +7,8 @@
 
 namespace flashmace {
 
-at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& rows, int64_t nrows) {
-  const at::Tensor lengths = at::bincount(rows, {}, nrows);
+at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& row_ptr) {
+  const at::Tensor lengths = row_ptr.diff();
   return at::segment_reduce(values, "sum", lengths, {}, {}, 0, /*unsafe=*/true, at::Scalar(0));
 }
 
@@ -74,7 +74,7 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
   lap(timer, "tp_forward");
   if (L.density) {
     s->density = density_forward(L, s->geometry.ef);
-    out.density = segment_sum(s->density.squeeze(1), in.rows, in.nrows);
+    out.density = segment_sum(s->density.squeeze(1), in.row_ptr);
   }
   return out;
 }
@@ -95,7 +95,8 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
   } else {
     g = in.x_gradient ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                                    in.row_ptr, *x_table_grad,
-                                                   xindex_csr(in.x_index, in.x_table.size(0)), radial_index(in))
+                                                   in.x_csr ? *in.x_csr : xindex_csr(in.x_index, in.x_table.size(0)),
+                                                   radial_index(in))
                       : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                                    in.row_ptr, {}, {}, radial_index(in));
   }

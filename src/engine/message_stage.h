@@ -27,6 +27,7 @@ struct MessageChunkInput {
   int64_t nrows = 0;
   at::Tensor row_ptr;                  // [nrows + 1] CSR of `rows` (edges of row r: row_ptr[r] .. row_ptr[r+1]-1)
   bool x_gradient = false;             // whether backward() must produce d(x_table)
+  const XIndexCsr* x_csr = nullptr;    // xindex_csr(x_index, X) if known (else built by backward())
   const RadialPairs* pairs = nullptr;  // set: the radial MLP runs once per pair (radial_pairs.h)
 };
 
@@ -77,8 +78,8 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
 // The CSR row pointer [nrows + 1] of non-decreasing rows.
 at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows);
 
-// Receiver-sorted segment sum: rows 0..nrows-1 of the sum of values over edges with those rows.
+// Receiver-sorted segment sum: per row of the CSR row_ptr [nrows + 1], the sum of its edges' values.
 // Deterministic (one reduction per row, in edge order).
-at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& rows, int64_t nrows);
+at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& row_ptr);
 
 }  // namespace flashmace

@@ -95,6 +95,71 @@ TEST_P(GpuFastCase, Float32ForcesCloseToFloat64AndBitwiseReproducible) {
   EXPECT_EQ(a.energy, b.energy);
 }
 
+// The same edges in reverse order: another topology of the same sizes (the same graph bucket).
+Graph reversed(const Graph& g) {
+  Graph r = g;
+  const std::size_t E = g.sender.size();
+  for (std::size_t e = 0; e < E; ++e) {
+    r.sender[e] = g.sender[E - 1 - e];
+    r.receiver[e] = g.receiver[E - 1 - e];
+    for (int k = 0; k < 3; ++k) r.unit_shifts[3 * e + k] = g.unit_shifts[3 * (E - 1 - e) + k];
+  }
+  return r;
+}
+
+// CUDA-graph replay (cuda_graph on, one chunk, radial MLP per edge) equals the eager engine: on its
+// capture, on replays (bitwise equal to each other), after a new topology of the same bucket (copied
+// into the captured tensors, no new capture), on another structure (a new capture) and on a
+// ghost-atom domain (segments with the halo exchanges between them).
+TEST_P(GpuFastCase, CudaGraphReplayEqualsEagerEngine) {
+  const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file(GetParam()));
+  EvaluatorOptions o;
+  o.device = "cuda";
+  o.dtype = "float64";
+  o.radial_pairs = "off";
+  int captures = 0;
+  o.log = [&captures](const std::string& line) { captures += line.find("CUDA graph captured") != std::string::npos; };
+  const ModelFile file = ModelFile::load(testing::exported_model(GetParam()));
+  const auto graphed = make_evaluator(file, o);
+  o.cuda_graph = "off";
+  const auto eager = make_evaluator(file, o);
+  auto expect_same = [](const Prediction& got, const Prediction& want, const std::string& what) {
+    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << what;
+    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << what;
+    EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << what;
+    const std::vector<double> a(got.virial.begin(), got.virial.end()), b(want.virial.begin(), want.virial.end());
+    EXPECT_LE(testing::max_abs_diff(a, b), kAbsTol) << what;
+  };
+  const Structure bulk = testing::reference_structure(ref, "bulk"), cluster = testing::reference_structure(ref, "cluster");
+  const Graph gb = testing::reference_graph(ref, "bulk"), gc = testing::reference_graph(ref, "cluster");
+  const Prediction want = evaluate_structure(*eager, bulk, gb);
+  const Prediction first = evaluate_structure(*graphed, bulk, gb);
+  EXPECT_EQ(captures, 1);
+  expect_same(first, want, "capture");
+  const Prediction second = evaluate_structure(*graphed, bulk, gb), third = evaluate_structure(*graphed, bulk, gb);
+  expect_same(second, want, "replay");
+  EXPECT_EQ(second.forces, third.forces);
+  EXPECT_EQ(second.energy, third.energy);
+  EXPECT_EQ(captures, 1) << "replays must not capture again";
+  expect_same(evaluate_structure(*graphed, bulk, reversed(gb)), evaluate_structure(*eager, bulk, reversed(gb)),
+              "new topology, same bucket");
+  EXPECT_EQ(captures, 1) << "a topology of the same bucket reuses the graph";
+  expect_same(evaluate_structure(*graphed, cluster, gc), evaluate_structure(*eager, cluster, gc), "cluster");
+  EXPECT_EQ(captures, 2);
+
+  std::vector<int> owner;
+  const LocalGraph lg = periodic_local_graph(bulk, eager->cutoff(), &owner);
+  OwnerMapExchanger exchanger(lg.nlocal, owner);
+  const LocalPrediction lw = evaluate_local(*eager, lg, &exchanger, true);
+  for (int call = 0; call < 2; ++call) {
+    const LocalPrediction lgot = evaluate_local(*graphed, lg, &exchanger, true);
+    EXPECT_LE(std::abs(lgot.energy - lw.energy) / std::abs(lw.energy), kEnergyRelTol) << call;
+    EXPECT_LE(testing::max_abs_diff(lgot.forces, lw.forces), kAbsTol) << call;
+    EXPECT_LE(testing::max_abs_diff(lgot.atom_virial, lw.atom_virial), kAbsTol) << call;
+  }
+  EXPECT_EQ(captures, 3);
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedReference, GpuFastCase, ::testing::Values("small_l1", "scalar_l0", "large_l2"),
                          [](const auto& info) { return info.param; });
 
