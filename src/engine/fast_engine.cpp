@@ -82,6 +82,11 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
     costs_.resident_per_atom += s * (3 * in + 2 * target + 2);
   }
   costs_.resident_per_atom += 8 * 8;  // float64 energies and bookkeeping
+  // Per edge for the whole step: the edge topology (edge_topology.h: order, sorted senders and
+  // receivers, their atomic numbers and element slots, chunk rows, sender CSR, the caller's senders
+  // and receivers to compare with: ten int64), the sorted vectors (float64 and model dtype), dE/dv
+  // (model dtype, then float64 in the caller's order).
+  costs_.resident_per_edge = 8.0 * 10 + 3 * (8.0 + s) + 3 * (s + 8.0);
 }
 
 void FastEngine::update_plan(int64_t atoms, int64_t edges) {

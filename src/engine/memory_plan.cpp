@@ -37,8 +37,8 @@ double default_memory_budget(const std::string& device) {
 MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double budget, int64_t forced_edge_chunk,
                        int64_t forced_atom_chunk) {
   MemoryPlan plan;
-  const double resident = c.resident_per_atom * static_cast<double>(atoms);
   const double E = static_cast<double>(edges), N = static_cast<double>(atoms);
+  const double resident = c.resident_per_atom * N + c.resident_per_edge * E;
   const double kept = E * c.kept_per_edge + N * c.kept_per_atom;
   const bool forced = forced_edge_chunk > 0 || forced_atom_chunk > 0;
   if (!forced) {

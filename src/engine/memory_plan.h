@@ -15,6 +15,7 @@ struct StageCosts {
   double recomputed_per_edge = 0; // what recompute rebuilds per edge of a chunk (the largest layer)
   double transient_per_atom = 0;  // working set of one atom in the node stage (one layer)
   double resident_per_atom = 0;   // what lives for the whole step (features, saved layer inputs)
+  double resident_per_edge = 0;   // likewise per edge (the cached edge topology, sorted vectors, dE/dv)
 };
 
 struct MemoryPlan {
