@@ -70,15 +70,19 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
   if (pad > 0 && nlocal < 1) throw Error("edge topology: padding edges needs at least one owned atom");
   if (o.edge_chunk < 1 || o.atom_chunk < 1) throw Error("edge topology: chunk sizes must be positive");
 
-  // Edges in receiver order (stable, so equal receivers keep the caller's order).
-  const auto sorted = at::sort(g.receiver, /*stable=*/true, 0, false);
+  // Padding edges spread over all owned receivers and all senders: the kernels that walk one row's
+  // (or one sender's) edges would otherwise wait for a single row holding all of them.
+  at::Tensor receiver = g.receiver, sender = g.sender;
+  if (pad > 0) {
+    const at::Tensor k = at::arange(pad, g.receiver.options());
+    receiver = at::cat({receiver, at::remainder(k, nlocal)});
+    sender = at::cat({sender, at::remainder(k, t.atoms)});
+  }
+  // Edges in receiver order (stable, so equal receivers keep the caller's order, padding last).
+  const auto sorted = at::sort(receiver, /*stable=*/true, 0, false);
   t.order = std::get<1>(sorted);
   t.receiver = std::get<0>(sorted);
-  t.sender = g.sender.index_select(0, t.order);
-  if (pad > 0) {
-    t.receiver = at::cat({t.receiver, at::full({pad}, nlocal - 1, t.receiver.options())});
-    t.sender = at::cat({t.sender, at::zeros({pad}, t.sender.options())});
-  }
+  t.sender = sender.index_select(0, t.order);
   const at::Tensor z_node = atomic_numbers.index_select(0, g.species);
   t.z_sender = z_node.index_select(0, t.sender);
   t.z_receiver = z_node.index_select(0, t.receiver);

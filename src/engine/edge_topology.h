@@ -6,8 +6,9 @@
 // senders and receivers stay the same (one comparison and one host synchronisation per step).
 //
 // For CUDA-graph replay (step_graph.h) the edge and atom arrays can be padded to a bucket: padding
-// edges run from atom 0 to the last owned atom (so the receiver order holds) and get a vector longer
-// than every cutoff from the engine, so they contribute exact zeros; padding atoms have no edges.
+// edges k = 0, 1, ... run from atom k mod atoms to owned atom k mod nlocal, sorted in with the real
+// ones, and get a vector longer than every cutoff from the engine, so they contribute exact zeros;
+// padding atoms have no edges.
 // A topology of the same shape (same padded sizes, chunks, elements and group sizes) can then be
 // copied into the tensors a captured graph reads.
 #include <ATen/ATen.h>
@@ -46,6 +47,7 @@ class EdgeTopology {
  public:
   // graph: species [ntotal], sender/receiver [E] int64 on one device, receivers < nlocal;
   // atomic_numbers [Z] of the model on that device.
+  // (padding edges need at least one atom and one owned atom)
   static EdgeTopology build(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options,
                             const at::Tensor& atomic_numbers);
 
@@ -63,7 +65,7 @@ class EdgeTopology {
   int64_t nlocal = 0;
   TopologyOptions options;
 
-  at::Tensor order;                       // [E] caller's edge index of each sorted edge
+  at::Tensor order;                       // [padded_edges] caller's edge index of each sorted edge (>= edges: padding)
   at::Tensor sender, receiver;            // [padded_edges] in receiver order
   at::Tensor z_sender, z_receiver;        // [padded_edges] atomic numbers
   std::vector<int64_t> present;           // elements of all atoms (sorted)

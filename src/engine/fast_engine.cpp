@@ -117,12 +117,14 @@ void FastEngine::update_topology(const GraphTensors& g, int64_t nlocal, const To
   }
 }
 
-// Padding edges get a vector beyond every cutoff (the model's and ZBL's): their radial features,
-// messages and energies are exact zeros.
-at::Tensor FastEngine::padding_vectors(int64_t n, const at::TensorOptions& options) const {
-  at::Tensor v = at::zeros({n, 3}, options);
-  v.select(1, 0).fill_(4.0 * p_.config.r_max + 10.0);
-  return v;
+// The caller's edge vectors in topology_'s order, float64. Padding edges get a vector beyond every
+// cutoff (the model's and ZBL's): their radial features, messages and energies are exact zeros.
+at::Tensor FastEngine::sorted_vectors(const at::Tensor& vectors64) const {
+  const int64_t pad = topology_.padded_edges - topology_.edges;
+  if (pad == 0) return vectors64.index_select(0, topology_.order);
+  at::Tensor padding = at::zeros({pad, 3}, vectors64.options());
+  padding.select(1, 0).fill_(4.0 * p_.config.r_max + 10.0);
+  return at::cat({vectors64, padding}).index_select(0, topology_.order);
 }
 
 // The halo exchange on the calling thread. The exchanger works on host float64 rows, so the rows of
@@ -176,15 +178,15 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     EngineResult result;
     result.node_energy = copy ? out.node_energy.clone() : out.node_energy;
     if (want_grad)
-      result.grad = at::zeros({E, 3}, vectors64.options())
-                        .index_copy_(0, topo.order, out.grad_v.narrow(0, 0, E).to(at::kDouble));
+      result.grad = at::zeros({topo.padded_edges, 3}, vectors64.options())
+                        .index_copy_(0, topo.order, out.grad_v.to(at::kDouble))
+                        .narrow(0, 0, E);
     return result;
   };
 
   if (!use_graph) {
     graph_.reset();
-    at::Tensor v64 = vectors64.index_select(0, topo.order);
-    if (topo.padded_edges > E) v64 = at::cat({v64, padding_vectors(topo.padded_edges - E, v64.options())});
+    const at::Tensor v64 = sorted_vectors(vectors64);
     // Reverse-edge pairs per chunk, shared by both layers and the backward pass (and by later calls
     // while the graph stays the same).
     std::vector<RadialPairCache::Chunk> pair_chunks;
@@ -199,8 +201,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
 
   if (graph_ && (graph_want_grad_ != want_grad || graph_halo_ != (halo != nullptr))) graph_.reset();
   if (!graph_) graph_v_ = at::empty({edges, 3}, p_.options);
-  graph_v_.narrow(0, E, edges - E).copy_(padding_vectors(edges - E, vectors64.options()));
-  graph_v_.narrow(0, 0, E).copy_(vectors64.index_select(0, topo.order));
+  graph_v_.copy_(sorted_vectors(vectors64));
   if (graph_) {
     graph_->replay();
     return finish(graph_out_, true);

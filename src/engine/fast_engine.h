@@ -108,7 +108,7 @@ class FastEngine {
   void step(const at::Tensor& v, const std::vector<RadialPairs>* pairs, bool want_grad,
             const SegmentedCudaGraph::Cut& cut, StepOutputs* out);
   void exchange(const at::Tensor& rows, bool forward) const;
-  at::Tensor padding_vectors(int64_t n, const at::TensorOptions& options) const;
+  at::Tensor sorted_vectors(const at::Tensor& vectors64) const;
 };
 
 }  // namespace flashmace
