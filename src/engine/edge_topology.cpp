@@ -103,6 +103,12 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
     t.chunk_row_ptr.push_back(row_pointer(t.chunk_rows.back(), ch.nrows));
     if (o.sender_csr) t.chunk_senders.push_back(xindex_csr(t.sender.narrow(0, ch.begin, ch.count), t.padded_atoms));
   }
+  if (o.atom_sums) {
+    const XIndexCsr s = xindex_csr(t.sender, t.padded_atoms);
+    t.sender_order = s.perm;
+    t.sender_counts = s.ptr.diff();
+    t.receiver_counts = at::bincount(t.receiver, {}, t.padded_atoms);
+  }
   // (the owned atoms' elements are among all atoms' ones; groups of absent elements come out empty)
   const std::vector<int64_t> present_local = nlocal > 0 ? t.present : std::vector<int64_t>{};
   for (int64_t a0 = 0; a0 < nlocal; a0 += o.atom_chunk)
@@ -140,6 +146,8 @@ std::vector<at::Tensor*> EdgeTopology::device_tensors() {
   }
   for (auto& g : atom_groups)
     for (auto& r : g.rows) t.push_back(&r);
+  for (at::Tensor* s : {&receiver_counts, &sender_counts, &sender_order})
+    if (s->defined()) t.push_back(s);
   return t;
 }
 

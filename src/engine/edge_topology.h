@@ -37,9 +37,10 @@ struct TopologyOptions {
   int64_t padded_edges = 0;     // >= the edge count: pad to this many (0: no padding)
   int64_t padded_atoms = 0;     // >= the atom count
   bool sender_csr = false;      // build each chunk's sender CSR (layers after the first)
+  bool atom_sums = false;       // build the per-atom edge counts and sender order (forces, virials)
   bool operator==(const TopologyOptions& o) const {
     return edge_chunk == o.edge_chunk && atom_chunk == o.atom_chunk && padded_edges == o.padded_edges &&
-           padded_atoms == o.padded_atoms && sender_csr == o.sender_csr;
+           padded_atoms == o.padded_atoms && sender_csr == o.sender_csr && atom_sums == o.atom_sums;
   }
 };
 
@@ -77,6 +78,9 @@ class EdgeTopology {
   std::vector<at::Tensor> chunk_row_ptr;  // per chunk [nrows + 1]
   std::vector<XIndexCsr> chunk_senders;   // per chunk: xindex_csr of its senders over padded_atoms rows
   std::vector<SpeciesGroups> atom_groups; // per node chunk of atom_chunk owned atoms
+  // Per-atom sums over all edges (atom_sums): [padded_atoms] edge counts as receiver and as sender,
+  // and the sorted edges in sender order (stable), for deterministic segment sums.
+  at::Tensor receiver_counts, sender_counts, sender_order;
 
  private:
   at::Tensor species_in_, sender_in_, receiver_in_;  // the caller's arrays it was built from (copies)

@@ -42,19 +42,22 @@ void check_view(const GraphView& g, const Outputs& out, const Request& req) {
     throw Error("Evaluator: an output was requested without a buffer to write it to");
 }
 
-// Shared by both paths: writes what was requested from node energies and edge gradients.
-void write_outputs(const GraphTensors& g, const at::Tensor& vectors, const at::Tensor& node_energy,
-                   const at::Tensor& grad, const GraphView& view, const Request& req, const Outputs& out,
+// Shared by both paths: writes what was requested into the caller's buffers.
+void write_outputs(const EngineResult& r, const GraphView& view, const Request& req, const Outputs& out,
                    const at::Device& device) {
-  if (out.energy) wrap_doubles(out.energy, {1}, device).copy_(node_energy.sum().reshape({1}));
-  if (out.node_energy) wrap_doubles(out.node_energy, {view.nlocal}, device).copy_(node_energy);
-  if (req.forces)
-    wrap_doubles(out.forces, {view.ntotal, 3}, device)
-        .copy_(forces_from_edge_gradients(grad, g.sender, g.receiver, view.ntotal));
-  if (req.virial) wrap_doubles(out.virial, {3, 3}, device).copy_(virial_from_edge_gradients(vectors, grad));
-  if (req.atom_virial)
-    wrap_doubles(out.atom_virial, {view.ntotal, 6}, device)
-        .copy_(atom_virial_from_edge_gradients(vectors, grad, g.sender, g.receiver, view.ntotal));
+  if (out.energy) wrap_doubles(out.energy, {1}, device).copy_(r.node_energy.sum().reshape({1}));
+  if (out.node_energy) wrap_doubles(out.node_energy, {view.nlocal}, device).copy_(r.node_energy);
+  if (req.forces) wrap_doubles(out.forces, {view.ntotal, 3}, device).copy_(r.forces);
+  if (req.virial) wrap_doubles(out.virial, {3, 3}, device).copy_(r.virial);
+  if (req.atom_virial) wrap_doubles(out.atom_virial, {view.ntotal, 6}, device).copy_(r.atom_virial);
+}
+
+EngineRequest engine_request(const Request& req) {
+  EngineRequest e;
+  e.forces = req.forces;
+  e.virial = req.virial;
+  e.atom_virial = req.atom_virial;
+  return e;
 }
 
 std::string dtype_of(const ModelFile& file, const EvaluatorOptions& o) {
@@ -91,15 +94,13 @@ class TensorEvaluator : public Evaluator {
     check_view(view, out, req);
     const GraphTensors g = wrap_graph(view, device_);
     const at::Tensor vectors = wrap_doubles(view.vectors, {view.nedges, 3}, device_);
-    const bool want_grad = req.forces || req.virial || req.atom_virial;
-    const auto [node_energy, grad] = energy_and_gradient(g, vectors, view.nlocal, halo, want_grad);
-    write_outputs(g, vectors, node_energy, grad, view, req, out, device_);
+    write_outputs(compute(g, vectors, view.nlocal, halo, engine_request(req)), view, req, out, device_);
   }
 
  protected:
-  virtual std::pair<at::Tensor, at::Tensor> energy_and_gradient(const GraphTensors& g, const at::Tensor& vectors,
-                                                                int64_t nlocal, HaloExchanger* halo,
-                                                                bool want_grad) = 0;
+  // Float64 tensors on the device, valid until the next call.
+  virtual EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
+                               const EngineRequest& want) = 0;
 
  private:
   std::string path_;
@@ -116,10 +117,16 @@ class ReferenceEvaluator : public TensorEvaluator {
   void set_stage_timer(StageTimer* timer) override { timer_ = timer; }
 
  protected:
-  std::pair<at::Tensor, at::Tensor> energy_and_gradient(const GraphTensors& g, const at::Tensor& vectors,
-                                                        int64_t nlocal, HaloExchanger* halo, bool want_grad) override {
-    const EdgeGradients eg = reference_edge_gradients(params_, g, vectors, halo, nlocal, want_grad, timer_);
-    return {eg.node_energy, eg.grad};
+  EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
+                       const EngineRequest& want) override {
+    const EdgeGradients eg = reference_edge_gradients(params_, g, vectors, halo, nlocal, want.any(), timer_);
+    EngineResult r;
+    r.node_energy = eg.node_energy;
+    const int64_t ntotal = g.species.size(0);
+    if (want.forces) r.forces = forces_from_edge_gradients(eg.grad, g.sender, g.receiver, ntotal);
+    if (want.virial) r.virial = virial_from_edge_gradients(vectors, eg.grad);
+    if (want.atom_virial) r.atom_virial = atom_virial_from_edge_gradients(vectors, eg.grad, g.sender, g.receiver, ntotal);
+    return r;
   }
 
  private:
@@ -138,10 +145,9 @@ class FastEvaluator : public TensorEvaluator {
   void set_stage_timer(StageTimer* timer) override { engine_.set_stage_timer(timer); }
 
  protected:
-  std::pair<at::Tensor, at::Tensor> energy_and_gradient(const GraphTensors& g, const at::Tensor& vectors,
-                                                        int64_t nlocal, HaloExchanger* halo, bool want_grad) override {
-    const EngineResult r = engine_.run(g, vectors, nlocal, halo, want_grad);
-    return {r.node_energy, r.grad};
+  EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
+                       const EngineRequest& want) override {
+    return engine_.run(g, vectors, nlocal, halo, want);
   }
 
  private:

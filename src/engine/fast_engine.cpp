@@ -11,6 +11,7 @@
 #include "engine/node_stage.h"
 #include "engine/radial_pairs.h"
 #include "model/e3nn_ops.h"
+#include "model/edge_outputs.h"
 #include "sc/sc_descriptor.h"
 
 namespace flashmace {
@@ -142,7 +143,7 @@ void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
 }
 
 EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64, int64_t nlocal, HaloExchanger* halo,
-                             bool want_grad) {
+                             const EngineRequest& want) {
   const at::NoGradGuard no_grad;  // every gradient below is written out; no autograd tape
   const int64_t ntotal = g.species.size(0);
   const int64_t E = g.sender.size(0);
@@ -163,7 +164,8 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   TopologyOptions options;
   options.edge_chunk = plan_.edge_chunk;
   options.atom_chunk = plan_.atom_chunk;
-  options.sender_csr = want_grad && p_.config.num_interactions > 1;
+  options.sender_csr = want.any() && p_.config.num_interactions > 1;
+  options.atom_sums = want.forces || want.atom_virial;
   if (use_graph || settings_.pad_to_bucket) {
     options.padded_edges = edges;
     options.padded_atoms = atoms;
@@ -174,14 +176,12 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   graphed_ = use_graph;
   const EdgeTopology& topo = topology_;
 
-  auto finish = [&](const StepOutputs& out, bool copy) {
-    EngineResult result;
-    result.node_energy = copy ? out.node_energy.clone() : out.node_energy;
-    if (want_grad)
-      result.grad = at::zeros({topo.padded_edges, 3}, vectors64.options())
-                        .index_copy_(0, topo.order, out.grad_v.to(at::kDouble))
-                        .narrow(0, 0, E);
-    return result;
+  // The graph's atoms, without the padding rows.
+  auto finish = [&](const EngineResult& out) {
+    EngineResult r = out;
+    if (r.forces.defined()) r.forces = r.forces.narrow(0, 0, ntotal);
+    if (r.atom_virial.defined()) r.atom_virial = r.atom_virial.narrow(0, 0, ntotal);
+    return r;
   };
 
   if (!use_graph) {
@@ -194,35 +194,37 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     const std::vector<RadialPairs>& pairs =
         pair_cache_.pairs(topo.sender, topo.receiver, v64, pair_chunks, p_.options.dtype().toScalarType());
     lap(timer_, "graph");
-    StepOutputs out;
-    step(v64.to(p_.options), &pairs, want_grad, [](const SegmentedCudaGraph::HostWork& work) { work(); }, &out);
-    return finish(out, false);
+    EngineResult out;
+    step(v64, &pairs, want, [](const SegmentedCudaGraph::HostWork& work) { work(); }, &out);
+    return finish(out);
   }
 
-  if (graph_ && (graph_want_grad_ != want_grad || graph_halo_ != (halo != nullptr))) graph_.reset();
-  if (!graph_) graph_v_ = at::empty({edges, 3}, p_.options);
-  graph_v_.copy_(sorted_vectors(vectors64));
+  if (graph_ && (!(graph_want_ == want) || graph_halo_ != (halo != nullptr))) graph_.reset();
+  if (!graph_) graph_v64_ = at::empty({edges, 3}, vectors64.options());
+  graph_v64_.copy_(sorted_vectors(vectors64));
   if (graph_) {
     graph_->replay();
-    return finish(graph_out_, true);
+    return finish(graph_out_);
   }
-  StepOutputs warm;
+  EngineResult warm;
   graph_ = std::make_unique<SegmentedCudaGraph>(
       p_.options.device(),
-      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v_, nullptr, want_grad, cut, &warm); },
-      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v_, nullptr, want_grad, cut, &graph_out_); });
-  graph_want_grad_ = want_grad;
+      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, nullptr, want, cut, &warm); },
+      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, nullptr, want, cut, &graph_out_); });
+  graph_want_ = want;
   graph_halo_ = halo != nullptr;
   ++graph_captures_;
   if (settings_.log)
     settings_.log("CUDA graph captured: " + std::to_string(graph_->segments()) + " segment(s) for up to " +
                   std::to_string(edges) + " edges and " + std::to_string(atoms) + " atoms");
-  return finish(warm, false);
+  return finish(warm);
 }
 
-void FastEngine::step(const at::Tensor& v, const std::vector<RadialPairs>* pairs, bool want_grad,
-                      const SegmentedCudaGraph::Cut& cut, StepOutputs* result) {
+void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
+                      const SegmentedCudaGraph::Cut& cut, EngineResult* result) {
   const MaceConfig& c = p_.config;
+  const bool want_grad = want.any();
+  const at::Tensor v = v64.to(p_.options);
   const EdgeTopology& topo = topology_;
   const int T = c.num_interactions;
   const int64_t nlocal = topo.nlocal, atoms = topo.padded_atoms;
@@ -382,7 +384,28 @@ void FastEngine::step(const at::Tensor& v, const std::vector<RadialPairs>* pairs
     const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
     grad_v.add_(c.scale * zbl_slope.unsqueeze(1) * v / r);
   }
-  result->grad_v = grad_v;
+  // Forces and virials in float64 from the receiver-sorted edge gradients: per-atom sums over the
+  // cached counts (one reduction per atom in edge order: deterministic, no host synchronisation).
+  const at::Tensor g64 = grad_v.to(at::kDouble);
+  auto none = [&](const at::Tensor& x) { return at::zeros({topo.padded_atoms, x.size(1)}, x.options()); };
+  auto by_receiver = [&](const at::Tensor& x) {
+    if (x.size(0) == 0) return none(x);
+    return at::segment_reduce(x, "sum", topo.receiver_counts, {}, {}, 0, /*unsafe=*/true, at::Scalar(0));
+  };
+  auto by_sender = [&](const at::Tensor& x) {
+    if (x.size(0) == 0) return none(x);
+    return at::segment_reduce(x.index_select(0, topo.sender_order), "sum", topo.sender_counts, {}, {}, 0,
+                              /*unsafe=*/true, at::Scalar(0));
+  };
+  if (want.forces) result->forces = by_sender(g64) - by_receiver(g64);
+  if (want.virial) {
+    const at::Tensor vg = at::mm(v64.t(), g64);
+    result->virial = -0.5 * (vg + vg.t());
+  }
+  if (want.atom_virial) {
+    const at::Tensor half = half_edge_virials(v64, g64);
+    result->atom_virial = by_sender(half) + by_receiver(half);
+  }
 }
 
 }  // namespace flashmace

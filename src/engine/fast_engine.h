@@ -45,10 +45,23 @@ struct EngineSettings {
   std::function<void(const std::string&)> log;
 };
 
-// Energies and edge gradients of one domain.
+// What a step computes beyond the energies.
+struct EngineRequest {
+  bool forces = false, virial = false, atom_virial = false;
+  bool any() const { return forces || virial || atom_virial; }
+  bool operator==(const EngineRequest& o) const {
+    return forces == o.forces && virial == o.virial && atom_virial == o.atom_virial;
+  }
+};
+
+// The outputs of one domain, float64 (forces and virials from the edge gradients, mace_spec.md
+// 10.2-10.3); undefined where not requested. A graph replay's tensors are the graph's own: valid
+// until the next run().
 struct EngineResult {
-  at::Tensor node_energy;  // [nlocal] float64, E0 included
-  at::Tensor grad;         // [E, 3] float64 dE/dv_e in the caller's edge order; undefined unless asked
+  at::Tensor node_energy;  // [nlocal], E0 included
+  at::Tensor forces;       // [ntotal, 3]
+  at::Tensor virial;       // [3, 3]
+  at::Tensor atom_virial;  // [ntotal, 6] LAMMPS Voigt order
 };
 
 constexpr int64_t kMinPairedChunkEdges = 100000;
@@ -66,7 +79,7 @@ class FastEngine {
   // graph: species [ntotal], sender/receiver [E] (int64); vectors [E, 3] float64; all on the model's
   // device. Ghost rows are exchanged through `halo` (may be null).
   EngineResult run(const GraphTensors& graph, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
-                   bool want_grad);
+                   const EngineRequest& want);
 
   // The plan the last run used.
   const MemoryPlan& plan() const { return plan_; }
@@ -89,24 +102,21 @@ class FastEngine {
   RadialPairCache pair_cache_;  // reverse-edge pairs of the last graph
   EdgeTopology topology_;       // connectivity-derived arrays of the last graph
   // The captured step (cuda_graph on): it reads topology_'s tensors, graph_v_ and writes graph_out_.
-  struct StepOutputs {
-    at::Tensor node_energy;  // [nlocal] float64
-    at::Tensor grad_v;       // [padded edges, 3] model dtype, receiver order
-  };
   std::unique_ptr<SegmentedCudaGraph> graph_;
-  bool graph_want_grad_ = false, graph_halo_ = false;
-  at::Tensor graph_v_;  // [padded edges, 3] edge vectors in the model's dtype, receiver order
-  StepOutputs graph_out_;
+  EngineRequest graph_want_;
+  bool graph_halo_ = false;
+  at::Tensor graph_v64_;     // [padded edges, 3] float64 edge vectors in receiver order
+  EngineResult graph_out_;   // padded rows
   HaloExchanger* halo_ = nullptr;  // this run's exchanger (read by the step's exchanges)
   bool graphed_ = false;
   int graph_captures_ = 0;
 
   void update_plan(int64_t atoms, int64_t edges);
   void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage);
-  // One energy (+ gradient) evaluation on topology_ with sorted edge vectors v; `cut` receives the
-  // halo exchanges (run at once, or between graph segments).
-  void step(const at::Tensor& v, const std::vector<RadialPairs>* pairs, bool want_grad,
-            const SegmentedCudaGraph::Cut& cut, StepOutputs* out);
+  // One evaluation on topology_ with its sorted float64 edge vectors v64; `cut` receives the halo
+  // exchanges (run at once, or between graph segments). Outputs have padded rows.
+  void step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
+            const SegmentedCudaGraph::Cut& cut, EngineResult* out);
   void exchange(const at::Tensor& rows, bool forward) const;
   at::Tensor sorted_vectors(const at::Tensor& vectors64) const;
 };

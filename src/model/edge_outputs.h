@@ -16,6 +16,9 @@ at::Tensor forces_from_edge_gradients(const at::Tensor& grad, const at::Tensor& 
 // W = -sym(sum_e v_e (x) g_e); [3, 3].
 at::Tensor virial_from_edge_gradients(const at::Tensor& vectors, const at::Tensor& grad);
 
+// Half of each edge's -v (x) g in LAMMPS's Voigt order (xx yy zz xy xz yz); [E, 6].
+at::Tensor half_edge_virials(const at::Tensor& vectors, const at::Tensor& grad);
+
 // Per edge -v (x) g in LAMMPS's Voigt order (xx yy zz xy xz yz), half to each end; [nodes, 6].
 at::Tensor atom_virial_from_edge_gradients(const at::Tensor& vectors, const at::Tensor& grad, const at::Tensor& sender,
                                            const at::Tensor& receiver, int64_t nodes);
