@@ -24,7 +24,7 @@ PRESETS = {
                  max_num_epochs=40, stage_two_epoch=30, lr=0.01, scheduler_patience=5, eval_interval=2),
     "smoke": dict(num_channels=8, max_L=1, max_ell=2, correlation=2, num_interactions=2, r_max=5.0,
                   radial_MLP="[16, 16]", num_radial_basis=6, batch_size=4, valid_batch_size=4,
-                  max_num_epochs=4, stage_two_epoch=None, lr=0.01, scheduler_patience=5, eval_interval=1),
+                  max_num_epochs=10, stage_two_epoch=None, lr=0.01, scheduler_patience=5, eval_interval=1),
 }
 
 
