@@ -184,6 +184,11 @@ def export_model(model, out_path, dtype=None, source="live object"):
     config["correlation"] = [len(p.symmetric_contractions.contractions[0].weights) + 1 for p in model.products]
     avg = [float(block.avg_num_neighbors) for block in model.interactions]
     state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+    # mace-torch's trainer stores E0s per head, shape [heads, Z]; the file holds one head's [Z]
+    # (metadata_from_config refuses models with more than one head).
+    e0 = state.get("atomic_energies_fn.atomic_energies")
+    if e0 is not None and e0.ndim == 2 and e0.shape[0] == 1:
+        state["atomic_energies_fn.atomic_energies"] = e0.reshape(-1)
     try:
         import mace
         mace_version = getattr(mace, "__version__", "unknown")
