@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the bundled default: build, then run the LAMMPS example MD (examples/lammps/in.md:
 # 108-atom CuNi alloy, NVT then NVE) with pair_style mace/flash and the bundled potential.
-# NOTE: potentials/testing/tiny-cuni-random.safetensors has RANDOM weights: it exercises the whole
-# machinery (LAMMPS, ghost exchange, forces, virial), not physics. Extra arguments go to
-# flashmace-lmp (e.g. -var nve_steps 1000).
+# The potential (potentials/CuNi-flashmace.safetensors) is a small MACE trained on Cu-Ni EAM data
+# (potentials/README.md). Extra arguments go to flashmace-lmp (e.g. -var nve_steps 1000).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/tools/build.sh"
