@@ -42,8 +42,8 @@ def run_lammps(workdir, deck, nprocs=1, check=True, args=(), timeout=900, exe=No
 
 def run_lammps_error(workdir, deck, nprocs=1, timeout=120, exe=None):
     """Runs a deck that must stop with an error; returns its output after checking that it stopped in
-    time with an exit status of its own (no signal, no core dump) and printed one error message
-    (error->all prints it once for all ranks; error->one from each rank that found the problem)."""
+    time with an exit status of its own (no signal, no core dump) and printed one error: error->all
+    prints it once for all ranks, error->one once from each rank that found the problem."""
     try:
         output = run_lammps(workdir, deck, nprocs, check=False, timeout=timeout, exe=exe, status=True)
     except subprocess.TimeoutExpired:
@@ -53,8 +53,10 @@ def run_lammps_error(workdir, deck, nprocs=1, timeout=120, exe=None):
     assert 0 < returncode < 128, f"exit status {returncode}: a crash or a signal, not an error\n{tail}"
     for crash in ("exited on signal", "Segmentation fault", "core dumped", "terminate called"):
         assert crash not in output, f"{crash}\n{tail}"
-    errors = {re.sub(r"^ERROR on proc \d+:", "ERROR:", line) for line in output.splitlines() if line.startswith("ERROR")}
-    assert len(errors) == 1, f"{len(errors)} different ERROR messages, expected one\n{tail}"
+    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+    # One check raised them all: each rank that found the problem may name its own atom.
+    sources = {re.sub(r"^.*\(([^()]+:\d+)\)\s*$", r"\1", line) for line in errors}
+    assert len(errors) >= 1 and len(sources) == 1, f"{len(errors)} ERROR lines from {len(sources)} checks\n{tail}"
     return output
 
 
@@ -101,9 +103,9 @@ def write_data(path, numbers, positions, cell):
     return [ELEMENTS[z][0] for z in kinds]
 
 
-def write_extxyz(path, numbers, positions, cell):
+def write_extxyz(path, numbers, positions, cell, pbc="T T T"):
     """Extended XYZ (flashmace-eval's input) in the reference frame."""
     lattice = " ".join(repr(float(v)) for v in np.asarray(cell).ravel())
-    lines = [str(len(numbers)), f'Lattice="{lattice}" Properties=species:S:1:pos:R:3 pbc="T T T"']
+    lines = [str(len(numbers)), f'Lattice="{lattice}" Properties=species:S:1:pos:R:3 pbc="{pbc}"']
     lines += [f"{ELEMENTS[int(z)][0]} " + " ".join(repr(float(v)) for v in p) for z, p in zip(numbers, positions)]
     path.write_text("\n".join(lines) + "\n")
