@@ -1,7 +1,9 @@
 """Decks that look wrong but are valid give the right numbers, serially and on 2 ranks:
   * a box thinner than the cutoff in a non-periodic direction (boundary p p f, 3 A against r_max
-    4.5 A; the periodic sides, 3.6 A, are shorter than r_max too): energy and forces equal the
-    reference path's (flashmace-eval) on the same structure with pbc="T T F";
+    4.5 A; the periodic sides, 3.6 A, are shorter than r_max too): energy, forces and virial equal
+    the reference path's (flashmace-eval) on the same structure with pbc="T T F". Slab stress:
+    flashmace-eval, like MACE, divides the virial by the cell's volume (vacuum included), LAMMPS by
+    its box's; the virial they both divide is the same, so it is what is compared;
   * pair_style and pair_coeff re-issued between runs with another model (8 -> 16 channels, so the
     ghost exchange widens): the thermo equals a fresh run with that model."""
 import json
@@ -10,7 +12,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from lammps_harness import CUNI_DATA, TINY, run_lammps, thermo_rows, write_extxyz
+from lammps_harness import CUNI_DATA, NKTV2P, TINY, run_lammps, thermo_rows, write_extxyz
 
 EVAL = os.environ.get("FLASHMACE_EVAL", "")
 SMALL_L1 = os.path.join(os.environ.get("FLASHMACE_EXPORTED_MODEL_DIR", ""), "small_l1.safetensors")  # Ni Cu
@@ -38,7 +40,8 @@ pair_style mace/flash
 pair_coeff * * {TINY} Cu Ni
 dump d all custom 1 atoms.dump id fx fy fz
 dump_modify d sort id format float %.17g
-thermo_style custom step pe
+compute vir all pressure NULL virial
+thermo_style custom step pe vol c_vir[1] c_vir[2] c_vir[3] c_vir[4] c_vir[5] c_vir[6]
 thermo_modify format float %.17g
 run 0
 """
@@ -50,7 +53,10 @@ def test_box_thinner_than_the_cutoff_in_a_non_periodic_direction(tmp_path, nproc
                       for z, (x, y, w) in zip(SLAB_NUMBERS, SLAB_POSITIONS))
     out = run_lammps(tmp_path, SLAB_DECK.format(atoms=atoms), nprocs)
     assert "with 4 atoms" in out
-    energy = thermo_rows(out)[0][1]
+    row = thermo_rows(out)[0]
+    energy, volume = row[1], row[2]
+    xx, yy, zz, xy, xz, yz = row[3:9] * volume / NKTV2P  # LAMMPS's pressure back to the virial (eV)
+    virial = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
     forces = np.loadtxt(tmp_path / "atoms.dump", skiprows=9)[:, 1:4]
     write_extxyz(tmp_path / "slab.xyz", SLAB_NUMBERS, SLAB_POSITIONS, SLAB_CELL, pbc="T T F")
     proc = subprocess.run([EVAL, "--model", TINY, "--xyz", str(tmp_path / "slab.xyz"), "--path", "reference"],
@@ -58,6 +64,10 @@ def test_box_thinner_than_the_cutoff_in_a_non_periodic_direction(tmp_path, nproc
     reference = json.loads(proc.stdout)
     assert abs(energy - reference["energy"]) < TOL64 * max(1.0, abs(energy))
     np.testing.assert_allclose(forces, reference["forces"], rtol=0, atol=TOL64)
+    # flashmace-eval's stress is -virial / |det cell|, as MACE's
+    reference_virial = -np.array(reference["stress"]) * abs(np.linalg.det(SLAB_CELL))
+    np.testing.assert_allclose(virial, reference_virial, rtol=0, atol=TOL64)
+    assert np.abs(np.diag(virial)).min() > 1e-3
     assert np.abs(forces).min() > 1e-3  # the structure is not symmetric enough to cancel forces
 
 
