@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 import pytest
-from lammps_harness import CUNI_DATA, MPIRUN, LMP, TINY, run_lammps_error
+from lammps_harness import CUNI_DATA, LMP, MPIRUN, TINY, run_lammps_error
 
 REFERENCE_DIR = os.environ.get("FLASHMACE_REFERENCE_DIR", "")
 SCALAR_L0 = os.path.join(os.environ.get("FLASHMACE_EXPORTED_MODEL_DIR", ""), "scalar_l0.safetensors")  # H C O
