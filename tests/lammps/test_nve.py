@@ -6,7 +6,7 @@ energy, the total energy fluctuates by O(dt^2) around a constant and does not dr
 this system (tiny-cuni-random model, 1 fs): largest excursion 2.6e-5 eV (2.4e-7 eV/atom) and a
 fitted drift of 3.2e-6 eV per 1000 steps (3.0e-8 eV/atom), against kinetic-energy fluctuations of
 0.14 eV. The bounds below are ~30x those numbers and still far below what wrong forces give
-(an estimate, not a measured control): a force error dF does work dF.v every step; at 600 K atoms
+(an estimate here; the negative control below measures one): a force error dF does work dF.v every step; at 600 K atoms
 move ~0.005 A/fs, so an error of 10% of a typical 0.05 eV/A force adds ~2.5e-5 eV per atom and
 step, past the excursion bound within a step if systematic and within ~1000 steps if random.
 
