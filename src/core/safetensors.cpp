@@ -1,6 +1,7 @@
 #include "core/safetensors.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -65,6 +66,7 @@ int64_t TensorView::numel() const {
 }
 
 SafetensorsFile SafetensorsFile::load(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw Error("Cannot open model file " + path + ": it is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("Cannot open model file " + path + ": no such file or not readable");
   std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/mace_config.h"
 #include "core/model_file.h"
+#include "domain.h"
 #include "error.h"
 #include "force.h"
 #include "lmp_compat.h"
@@ -151,8 +152,29 @@ std::string PairMACEFlash::resolved_device() const {
   return "cuda:" + std::to_string(local_rank % gpus);
 }
 
+// A model that loads on some ranks only (a file on node-local disk missing on one node, a GPU that
+// fails on one rank) must not leave the others waiting in error->all's barrier: the ranks agree first,
+// then all stop with the first failing rank's message.
+void PairMACEFlash::stop_if_any_rank_failed(const std::string& failure) {
+  const int failed = failure.empty() ? 0 : 1;
+  int failures = 0, first = comm->nprocs;
+  const int mine = failed ? comm->me : comm->nprocs;
+  MPI_Allreduce(&failed, &failures, 1, MPI_INT, MPI_SUM, world);
+  if (failures == 0) return;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world);
+  int length = static_cast<int>(failure.size());
+  MPI_Bcast(&length, 1, MPI_INT, first, world);
+  std::string message = comm->me == first ? failure : std::string(length, ' ');
+  MPI_Bcast(&message[0], length, MPI_CHAR, first, world);
+  if (failures < comm->nprocs)
+    message += " (it failed on " + std::to_string(failures) + " of " + std::to_string(comm->nprocs) +
+               " ranks, first on rank " + std::to_string(first) + ": do all ranks see the same file and devices?)";
+  error->all(FLERR, text(message));
+}
+
 void PairMACEFlash::load_model() {
   const std::string device = resolved_device();
+  std::string failure;
   try {
     const flashmace::ModelFile file = flashmace::ModelFile::load(model_path_);
     flashmace::EvaluatorOptions o;
@@ -166,10 +188,11 @@ void PairMACEFlash::load_model() {
     if (comm->me == 0) o.log = [this](const std::string& line) { utils::logmesg(lmp, text(line + "\n")); };
     model_ = flashmace::make_evaluator(file, o);
   } catch (const flashmace::Error& e) {
-    error->all(FLERR, text(e.what()));
+    failure = e.what();
   } catch (const std::exception& e) {
-    error->all(FLERR, text("Pair style mace/flash cannot load " + model_path_ + " on device " + device + ": " + e.what()));
+    failure = "Pair style mace/flash cannot load " + model_path_ + " on device " + device + ": " + e.what();
   }
+  stop_if_any_rank_failed(failure);
   const flashmace::MaceConfig& config = model_->config();
   std::string known;
   for (int z : config.atomic_numbers) known += std::string(known.empty() ? "" : " ") + flashmace::element_symbol(z);
@@ -199,6 +222,8 @@ void PairMACEFlash::init_style() {
   if (force->newton_pair == 0) error->all(FLERR, "Pair style mace/flash requires newton pair on");
   if (std::strcmp(update->unit_style, "metal") != 0)
     error->all(FLERR, "Pair style mace/flash requires metal units (eV, Angstrom)");
+  // MACE models are three-dimensional: a 2d run would evaluate them on a plane they were not trained on.
+  if (domain->dimension != 3) error->all(FLERR, "Pair style mace/flash requires a 3d simulation (dimension 3)");
   if (!model_) error->all(FLERR, "Pair style mace/flash needs pair_coeff * * model.safetensors <elements>");
   // pair_style hybrid sizes the comm buffers from its sub-styles' widths when it is created, before
   // the model (and so the feature width) is known here: the halo exchange would overflow them.

@@ -38,6 +38,7 @@ class PairMACEFlash : public Pair {
  private:
   void allocate();
   void load_model();
+  void stop_if_any_rank_failed(const std::string& failure);
   flashmace::LocalGraph build_graph();
 
   // pair_style keywords

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <tuple>
@@ -237,6 +238,13 @@ TEST(Safetensors, LoadNamesTheFileThatCannotBeOpenedOrIsCorrupt) {
   }
   const std::string msg = testing::error_of([&] { SafetensorsFile::load(cut); });
   EXPECT_EQ(msg.rfind("File " + cut + ": truncated: header length", 0), 0u) << msg;
+}
+
+TEST(Safetensors, LoadRefusesADirectoryByName) {
+  const std::string dir = ::testing::TempDir() + "/model_dir.safetensors";
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(testing::error_of([&] { SafetensorsFile::load(dir); }),
+            "Cannot open model file " + dir + ": it is a directory");
 }
 
 TEST(Safetensors, AskingForAnAbsentTensorNamesFileAndTensor) {

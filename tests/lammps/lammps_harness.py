@@ -1,5 +1,6 @@
 """Running flashmace-lmp from tests: input decks, data files of reference structures, thermo output."""
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -26,9 +27,9 @@ def lammps_env(threads=1):
     return env
 
 
-def run_lammps(workdir, deck, nprocs=1, check=True, args=(), timeout=900, exe=None):
+def run_lammps(workdir, deck, nprocs=1, check=True, args=(), timeout=900, exe=None, status=False):
     """Runs `deck` (text) in workdir with flashmace-lmp (or the command `exe`, a list), serially or
-    under mpirun; returns stdout+stderr."""
+    under mpirun; returns stdout+stderr (with status: the exit status and stdout+stderr)."""
     (workdir / "in.deck").write_text(deck)
     cmd = [*MPIRUN, str(nprocs)] if nprocs > 1 else []
     cmd += [*(exe or [LMP]), "-in", "in.deck", "-log", "none", "-echo", "none", *args]
@@ -36,6 +37,26 @@ def run_lammps(workdir, deck, nprocs=1, check=True, args=(), timeout=900, exe=No
     output = proc.stdout + proc.stderr
     if check:
         assert proc.returncode == 0 and "ERROR" not in output, f"{' '.join(cmd)}\n{output[-4000:]}"
+    return (proc.returncode, output) if status else output
+
+
+def run_lammps_error(workdir, deck, nprocs=1, timeout=120, exe=None):
+    """Runs a deck that must stop with an error; returns its output after checking that it stopped in
+    time with an exit status of its own (no signal, no core dump) and printed one error: error->all
+    prints it once for all ranks, error->one once from each rank that found the problem."""
+    try:
+        output = run_lammps(workdir, deck, nprocs, check=False, timeout=timeout, exe=exe, status=True)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the deck hung: no exit within {timeout} s") from None
+    returncode, output = output
+    tail = output[-4000:]
+    assert 0 < returncode < 128, f"exit status {returncode}: a crash or a signal, not an error\n{tail}"
+    for crash in ("exited on signal", "Segmentation fault", "core dumped", "terminate called"):
+        assert crash not in output, f"{crash}\n{tail}"
+    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+    # One check raised them all: each rank that found the problem may name its own atom.
+    sources = {re.sub(r"^.*\(([^()]+:\d+)\)\s*$", r"\1", line) for line in errors}
+    assert len(errors) >= 1 and len(sources) == 1, f"{len(errors)} ERROR lines from {len(sources)} checks\n{tail}"
     return output
 
 
@@ -82,9 +103,9 @@ def write_data(path, numbers, positions, cell):
     return [ELEMENTS[z][0] for z in kinds]
 
 
-def write_extxyz(path, numbers, positions, cell):
+def write_extxyz(path, numbers, positions, cell, pbc="T T T"):
     """Extended XYZ (flashmace-eval's input) in the reference frame."""
     lattice = " ".join(repr(float(v)) for v in np.asarray(cell).ravel())
-    lines = [str(len(numbers)), f'Lattice="{lattice}" Properties=species:S:1:pos:R:3 pbc="T T T"']
+    lines = [str(len(numbers)), f'Lattice="{lattice}" Properties=species:S:1:pos:R:3 pbc="{pbc}"']
     lines += [f"{ELEMENTS[int(z)][0]} " + " ".join(repr(float(v)) for v in p) for z, p in zip(numbers, positions)]
     path.write_text("\n".join(lines) + "\n")

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <exception>
 #include <string>
 
 #include "comm.h"
@@ -45,10 +46,15 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   argv[1] = argv[0];  // LAMMPS sees the remaining arguments, as from `lmp`
-  auto* lmp = new LAMMPS(argc - 1, argv + 1, MPI_COMM_WORLD);
-  init(lmp, handle, reinterpret_cast<void*>(&register_style));
-  lmp->input->file();
-  delete lmp;
+  try {
+    auto* lmp = new LAMMPS(argc - 1, argv + 1, MPI_COMM_WORLD);
+    init(lmp, handle, reinterpret_cast<void*>(&register_style));
+    lmp->input->file();
+    delete lmp;
+  } catch (const std::exception&) {
+    // LAMMPS (built with exceptions, as Debian's) has printed the error: stop like `lmp` does.
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   MPI_Finalize();
   return 0;
 }
