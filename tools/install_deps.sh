@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything flashmace needs on Debian 12, when missing:
-#   * Debian packages (compilers, CMake/Ninja, ccache, GoogleTest, nlohmann-json, OpenMPI, LAMMPS);
+#   * Debian packages (compilers, CMake/Ninja, ccache, GoogleTest, nlohmann-json, OpenMPI, LAMMPS and its data files, whose CuNi EAM potential the physics tests compare with);
 #   * the four LAMMPS headers Debian's liblammps-dev forgot (docs/lammps_integration.md 1.2), taken
 #     from the Debian source package of the installed LAMMPS version;
 #   * a Python venv with the pinned packages of tools/requirements.txt (LibTorch comes from torch).
@@ -17,7 +17,7 @@ say() { echo "install_deps: $*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
 packages=(build-essential cmake ninja-build ccache git pkg-config python3 python3-venv python3-dev
-          libgtest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin liblammps-dev lammps
+          libgtest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin liblammps-dev lammps lammps-data
           dpkg-dev xz-utils)
 missing=()
 for p in "${packages[@]}"; do
