@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything flashmace needs on Debian 12, when missing:
-#   * Debian packages (compilers, CMake/Ninja, ccache, GoogleTest, nlohmann-json, OpenMPI, LAMMPS and its data files, whose CuNi EAM potential the physics tests compare with);
+#   * Debian packages (compilers, CMake/Ninja, ccache, GoogleTest, nlohmann-json, OpenMPI, LAMMPS,
+#     lammps-data: the physics tests compare with its CuNi EAM potential);
 #   * the four LAMMPS headers Debian's liblammps-dev forgot (docs/lammps_integration.md 1.2), taken
 #     from the Debian source package of the installed LAMMPS version;
 #   * a Python venv with the pinned packages of tools/requirements.txt (LibTorch comes from torch).
