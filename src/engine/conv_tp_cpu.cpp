@@ -4,6 +4,7 @@
 //   dR, dY:       one thread per receiver row, for that row's edges (dR[e], dY[e] written);
 //   dx (+=):      one thread per x row, over its edges in x_perm order.
 #include <algorithm>
+#include <vector>
 
 #include "engine/conv_tp_core.h"
 
@@ -21,9 +22,13 @@ void parallel_rows(int64_t n, const F& body) {
 
 }  // namespace
 
+// The loops put the channel u innermost: a term's coefficient and its Y (or dagg) factor are the same
+// for every channel, so each term is decoded once per edge and path, not once per channel.
+
 template <typename T>
 void conv_tp_forward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* agg) {
   parallel_rows(g.nrows, [&](int64_t row) {
+    std::vector<T> s(static_cast<std::size_t>(t.max_mul));
     T* out = agg + row * t.dim_mid;
     std::fill(out, out + t.dim_mid, T(0));
     for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
@@ -32,9 +37,19 @@ void conv_tp_forward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* a
       const T* r = conv_tp_radial(t, g, e);
       for (int i = 0; i < t.num_paths; ++i) {
         const ConvTPKernelPath& p = t.paths[i];
-        for (int u = 0; u < p.mul; ++u)
-          conv_tp_forward_add(t, p, r[p.w_offset + u], x + p.x_offset + u * p.d1, y + p.y_offset,
-                              out + p.mid_offset + u * p.d3);
+        const T* xp = x + p.x_offset;
+        const T* rp = r + p.w_offset;
+        T* op = out + p.mid_offset;
+        for (int32_t q = p.run_begin[kConvTPByM3]; q < p.run_end[kConvTPByM3]; ++q) {
+          const ConvTPKernelRun run = t.runs[q];
+          std::fill(s.begin(), s.begin() + p.mul, T(0));
+          for (int32_t k = run.term_begin; k < run.term_end; ++k) {
+            const T cy = t.coeff[k] * y[p.y_offset + t.terms[k].b];
+            const T* xa = xp + t.terms[k].a;
+            for (int u = 0; u < p.mul; ++u) s[u] += cy * xa[u * p.d1];
+          }
+          for (int u = 0; u < p.mul; ++u) op[u * p.d3 + run.out] += rp[u] * s[u];
+        }
       }
     }
   });
@@ -43,6 +58,8 @@ void conv_tp_forward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* a
 template <typename T>
 void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d) {
   parallel_rows(g.nrows, [&](int64_t row) {
+    std::vector<T> s(static_cast<std::size_t>(t.max_mul)), acc(s.size());
+    std::vector<T> rg;  // r_u * dagg_u[m3] of one path
     const T* grow = d.dagg + row * t.dim_mid;
     for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
       const T* x = g.x + g.xindex[e] * t.dim_in1;
@@ -53,21 +70,44 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, con
       std::fill(dy, dy + t.dim_sh, T(0));
       for (int i = 0; i < t.num_paths; ++i) {
         const ConvTPKernelPath& p = t.paths[i];
-        for (int u = 0; u < p.mul; ++u) {
-          const T* x_u = x + p.x_offset + u * p.d1;
-          const T* g_u = grow + p.mid_offset + u * p.d3;
-          dr[p.w_offset + u] = conv_tp_weight_grad(t, p, x_u, y + p.y_offset, g_u);
-          const T ru = r[p.w_offset + u];
-          for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q) {
-            const ConvTPKernelRun run = t.runs[q];
-            dy[p.y_offset + run.out] += ru * conv_tp_contract(t, run, x_u, g_u);
+        const T* xp = x + p.x_offset;
+        const T* gp = grow + p.mid_offset;
+        const T* rp = r + p.w_offset;
+        // dR[u] = sum_m3 g_u[m3] * TP(x_u, y)[m3]
+        std::fill(acc.begin(), acc.begin() + p.mul, T(0));
+        for (int32_t q = p.run_begin[kConvTPByM3]; q < p.run_end[kConvTPByM3]; ++q) {
+          const ConvTPKernelRun run = t.runs[q];
+          std::fill(s.begin(), s.begin() + p.mul, T(0));
+          for (int32_t k = run.term_begin; k < run.term_end; ++k) {
+            const T cy = t.coeff[k] * y[p.y_offset + t.terms[k].b];
+            const T* xa = xp + t.terms[k].a;
+            for (int u = 0; u < p.mul; ++u) s[u] += cy * xa[u * p.d1];
           }
+          for (int u = 0; u < p.mul; ++u) acc[u] += gp[u * p.d3 + run.out] * s[u];
+        }
+        for (int u = 0; u < p.mul; ++u) dr[p.w_offset + u] = acc[u];
+        // dY[m2] += sum_u r_u sum_terms c x_u[m1] g_u[m3]
+        rg.resize(static_cast<std::size_t>(p.mul) * p.d3);
+        for (int u = 0; u < p.mul; ++u)
+          for (int m = 0; m < p.d3; ++m) rg[u * p.d3 + m] = rp[u] * gp[u * p.d3 + m];
+        for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q) {
+          const ConvTPKernelRun run = t.runs[q];
+          T sum = 0;
+          for (int32_t k = run.term_begin; k < run.term_end; ++k) {
+            const T* xa = xp + t.terms[k].a;
+            const T* gb = rg.data() + t.terms[k].b;
+            T c = 0;
+            for (int u = 0; u < p.mul; ++u) c += xa[u * p.d1] * gb[u * p.d3];
+            sum += t.coeff[k] * c;
+          }
+          dy[p.y_offset + run.out] += sum;
         }
       }
     }
   });
   if (!d.dx) return;
   parallel_rows(g.num_x, [&](int64_t xr) {
+    std::vector<T> s(static_cast<std::size_t>(t.max_mul));
     T* dx = d.dx + xr * t.dim_in1;
     for (int64_t j = d.x_ptr[xr]; j < d.x_ptr[xr + 1]; ++j) {
       const int64_t e = d.x_perm[j];
@@ -76,9 +116,20 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, con
       const T* r = conv_tp_radial(t, g, e);
       for (int i = 0; i < t.num_paths; ++i) {
         const ConvTPKernelPath& p = t.paths[i];
-        for (int u = 0; u < p.mul; ++u)
-          conv_tp_x_grad_add(t, p, r[p.w_offset + u], y + p.y_offset, grow + p.mid_offset + u * p.d3,
-                             dx + p.x_offset + u * p.d1);
+        const T* gp = grow + p.mid_offset;
+        const T* rp = r + p.w_offset;
+        T* dxp = dx + p.x_offset;
+        // dx_u[m1] += r_u * sum_terms c y[m2] g_u[m3]
+        for (int32_t q = p.run_begin[kConvTPByM1]; q < p.run_end[kConvTPByM1]; ++q) {
+          const ConvTPKernelRun run = t.runs[q];
+          std::fill(s.begin(), s.begin() + p.mul, T(0));
+          for (int32_t k = run.term_begin; k < run.term_end; ++k) {
+            const T cy = t.coeff[k] * y[p.y_offset + t.terms[k].a];
+            const T* gb = gp + t.terms[k].b;
+            for (int u = 0; u < p.mul; ++u) s[u] += cy * gb[u * p.d3];
+          }
+          for (int u = 0; u < p.mul; ++u) dxp[u * p.d1 + run.out] += rp[u] * s[u];
+        }
       }
     }
   });
