@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything flashmace needs on Debian 12, when missing:
 #   * Debian packages (compilers, CMake/Ninja, ccache, GoogleTest, nlohmann-json, OpenMPI, LAMMPS,
-#     lammps-data: the physics tests compare with its CuNi EAM potential);
+#     lammps-data: the physics tests compare with its CuNi EAM potential; clang and its libFuzzer
+#     runtime for the fuzzers);
 #   * the four LAMMPS headers Debian's liblammps-dev forgot (docs/lammps_integration.md 1.2), taken
 #     from the Debian source package of the installed LAMMPS version;
 #   * a Python venv with the pinned packages of tools/requirements.txt (LibTorch comes from torch).
@@ -19,7 +20,7 @@ say() { echo "install_deps: $*"; }
 # --- Debian packages -------------------------------------------------------------------------
 packages=(build-essential cmake ninja-build ccache git pkg-config python3 python3-venv python3-dev
           libgtest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin liblammps-dev lammps lammps-data
-          dpkg-dev xz-utils)
+          dpkg-dev xz-utils clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -124,7 +124,7 @@ ModelFile ModelFile::from_safetensors(SafetensorsFile file) {
   // The element list in the metadata and in the tensors must agree.
   const std::vector<double> z = file.to_doubles("atomic_numbers");
   for (std::size_t i = 0; i < z.size(); ++i)
-    if (static_cast<int>(z[i]) != m.config_.atomic_numbers[i])
+    if (z[i] != static_cast<double>(m.config_.atomic_numbers[i]))  // (no int cast: any value may be stored)
       throw Error(where + "tensor 'atomic_numbers' disagrees with the metadata's atomic_numbers");
   // SC weights must match the number of coupling paths of their U tensor.
   for (int t = 0; t < m.config_.num_interactions; ++t) {

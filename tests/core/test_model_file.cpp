@@ -219,6 +219,14 @@ TEST_F(DamagedModel, ElementListDisagreeingWithMetadataIsRefused) {
   expect_refused_with("tensor 'atomic_numbers' disagrees with the metadata's atomic_numbers");
 }
 
+// Found by tests/fuzz (fuzz_model_file): an element number outside the int range was cast to int.
+TEST_F(DamagedModel, ElementNumberOutsideTheIntRangeIsRefused) {
+  TensorBytes& z = tensors_.at("atomic_numbers");
+  const int64_t huge = -210453000000;
+  std::memcpy(z.bytes.data(), &huge, sizeof huge);
+  expect_refused_with("tensor 'atomic_numbers' disagrees with the metadata's atomic_numbers");
+}
+
 TEST_F(DamagedModel, ScWeightsMustMatchTheirCouplingTensor) {
   TensorBytes& t = tensors_.at("products.0.symmetric_contractions.contractions.1.weights.0");
   t.shape[1] = 5;
