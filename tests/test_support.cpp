@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -43,6 +45,26 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
     m = std::max(m, std::abs(a[i] - b[i]));
   }
   return m;
+}
+
+Graph reversed_edges(const Graph& g) {
+  Graph r = g;
+  const std::size_t E = g.sender.size();
+  for (std::size_t e = 0; e < E; ++e) {
+    r.sender[e] = g.sender[E - 1 - e];
+    r.receiver[e] = g.receiver[E - 1 - e];
+    for (int k = 0; k < 3; ++k) r.unit_shifts[3 * e + k] = g.unit_shifts[3 * (E - 1 - e) + k];
+  }
+  return r;
+}
+
+void expect_same_prediction(const Prediction& got, const Prediction& want, double energy_rel_tol, double abs_tol,
+                            const std::string& what) {
+  EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), energy_rel_tol) << what;
+  EXPECT_LE(max_abs_diff(got.forces, want.forces), abs_tol) << what;
+  EXPECT_LE(max_abs_diff(got.node_energy, want.node_energy), abs_tol) << what;
+  const std::vector<double> a(got.virial.begin(), got.virial.end()), b(want.virial.begin(), want.virial.end());
+  EXPECT_LE(max_abs_diff(a, b), abs_tol) << what;
 }
 
 }  // namespace flashmace::testing

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/structure.h"
+#include "model/reference_model.h"
 
 namespace flashmace::testing {
 
@@ -27,7 +28,15 @@ at::Tensor reference_tensor(const SafetensorsFile& f, const std::string& key);
 Structure reference_structure(const SafetensorsFile& f, const std::string& prefix);
 Graph reference_graph(const SafetensorsFile& f, const std::string& prefix);
 
+// The same edges in reverse order: another edge list (topology) of the same sizes.
+Graph reversed_edges(const Graph& g);
+
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+// EXPECTs energy (relative), forces, node energies and virial (absolute) of got within the bounds
+// of want; `what` names the case in failures.
+void expect_same_prediction(const Prediction& got, const Prediction& want, double energy_rel_tol, double abs_tol,
+                            const std::string& what);
 
 // The message of the flashmace::Error that f throws, or "<no error>".
 template <typename F>

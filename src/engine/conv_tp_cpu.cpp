@@ -20,6 +20,18 @@ void parallel_rows(int64_t n, const F& body) {
   for (int64_t r = 0; r < n; ++r) body(r);
 }
 
+// s[u] = TP(x_u, y)[run.out] for every channel u of path p (a ByM3 run: a = x_u[m1], b = Y[m2]).
+template <typename T>
+void tp_component(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const ConvTPKernelRun& run, const T* xp,
+                  const T* y, T* s) {
+  std::fill(s, s + p.mul, T(0));
+  for (int32_t k = run.term_begin; k < run.term_end; ++k) {
+    const T cy = t.coeff[k] * y[p.y_offset + t.terms[k].b];
+    const T* xa = xp + t.terms[k].a;
+    for (int u = 0; u < p.mul; ++u) s[u] += cy * xa[u * p.d1];
+  }
+}
+
 }  // namespace
 
 // The loops put the channel u innermost: a term's coefficient and its Y (or dagg) factor are the same
@@ -42,12 +54,7 @@ void conv_tp_forward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* a
         T* op = out + p.mid_offset;
         for (int32_t q = p.run_begin[kConvTPByM3]; q < p.run_end[kConvTPByM3]; ++q) {
           const ConvTPKernelRun run = t.runs[q];
-          std::fill(s.begin(), s.begin() + p.mul, T(0));
-          for (int32_t k = run.term_begin; k < run.term_end; ++k) {
-            const T cy = t.coeff[k] * y[p.y_offset + t.terms[k].b];
-            const T* xa = xp + t.terms[k].a;
-            for (int u = 0; u < p.mul; ++u) s[u] += cy * xa[u * p.d1];
-          }
+          tp_component(t, p, run, xp, y, s.data());
           for (int u = 0; u < p.mul; ++u) op[u * p.d3 + run.out] += rp[u] * s[u];
         }
       }
@@ -77,12 +84,7 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, con
         std::fill(acc.begin(), acc.begin() + p.mul, T(0));
         for (int32_t q = p.run_begin[kConvTPByM3]; q < p.run_end[kConvTPByM3]; ++q) {
           const ConvTPKernelRun run = t.runs[q];
-          std::fill(s.begin(), s.begin() + p.mul, T(0));
-          for (int32_t k = run.term_begin; k < run.term_end; ++k) {
-            const T cy = t.coeff[k] * y[p.y_offset + t.terms[k].b];
-            const T* xa = xp + t.terms[k].a;
-            for (int u = 0; u < p.mul; ++u) s[u] += cy * xa[u * p.d1];
-          }
+          tp_component(t, p, run, xp, y, s.data());
           for (int u = 0; u < p.mul; ++u) acc[u] += gp[u * p.d3 + run.out] * s[u];
         }
         for (int u = 0; u < p.mul; ++u) dr[p.w_offset + u] = acc[u];

@@ -28,30 +28,14 @@ std::unique_ptr<Evaluator> fast(const std::string& model, bool pad, int64_t chun
 }
 
 void expect_same(const Prediction& got, const Prediction& want, const std::string& what) {
-  EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << what;
-  EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << what;
-  EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << what;
-  const std::vector<double> a(got.virial.begin(), got.virial.end()), b(want.virial.begin(), want.virial.end());
-  EXPECT_LE(testing::max_abs_diff(a, b), kAbsTol) << what;
-}
-
-// The same edges in reverse order: another topology of the same sizes.
-Graph reversed(const Graph& g) {
-  Graph r = g;
-  const std::size_t E = g.sender.size();
-  for (std::size_t e = 0; e < E; ++e) {
-    r.sender[e] = g.sender[E - 1 - e];
-    r.receiver[e] = g.receiver[E - 1 - e];
-    for (int k = 0; k < 3; ++k) r.unit_shifts[3 * e + k] = g.unit_shifts[3 * (E - 1 - e) + k];
-  }
-  return r;
+  testing::expect_same_prediction(got, want, kEnergyRelTol, kAbsTol, what);
 }
 
 TEST(EdgeTopology, ReusedOnlyForTheSameConnectivity) {
   const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file("small_l1"));
   const Structure bulk = testing::reference_structure(ref, "bulk"), cluster = testing::reference_structure(ref, "cluster");
   const Graph gb = testing::reference_graph(ref, "bulk"), gc = testing::reference_graph(ref, "cluster");
-  const Graph gr = reversed(gb);
+  const Graph gr = testing::reversed_edges(gb);
   const Prediction want_b = evaluate_structure(*fast("small_l1", false), bulk, gb);
   const Prediction want_r = evaluate_structure(*fast("small_l1", false), bulk, gr);
   const Prediction want_c = evaluate_structure(*fast("small_l1", false), cluster, gc);

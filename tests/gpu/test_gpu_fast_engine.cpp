@@ -95,18 +95,6 @@ TEST_P(GpuFastCase, Float32ForcesCloseToFloat64AndBitwiseReproducible) {
   EXPECT_EQ(a.energy, b.energy);
 }
 
-// The same edges in reverse order: another topology of the same sizes (the same graph bucket).
-Graph reversed(const Graph& g) {
-  Graph r = g;
-  const std::size_t E = g.sender.size();
-  for (std::size_t e = 0; e < E; ++e) {
-    r.sender[e] = g.sender[E - 1 - e];
-    r.receiver[e] = g.receiver[E - 1 - e];
-    for (int k = 0; k < 3; ++k) r.unit_shifts[3 * e + k] = g.unit_shifts[3 * (E - 1 - e) + k];
-  }
-  return r;
-}
-
 // CUDA-graph replay (cuda_graph on, one chunk, radial MLP per edge) equals the eager engine: on its
 // capture, on replays (bitwise equal to each other), after a new topology of the same bucket (copied
 // into the captured tensors, no new capture), on another structure (a new capture) and on a
@@ -124,11 +112,7 @@ TEST_P(GpuFastCase, CudaGraphReplayEqualsEagerEngine) {
   o.cuda_graph = "off";
   const auto eager = make_evaluator(file, o);
   auto expect_same = [](const Prediction& got, const Prediction& want, const std::string& what) {
-    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << what;
-    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << what;
-    EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << what;
-    const std::vector<double> a(got.virial.begin(), got.virial.end()), b(want.virial.begin(), want.virial.end());
-    EXPECT_LE(testing::max_abs_diff(a, b), kAbsTol) << what;
+    testing::expect_same_prediction(got, want, kEnergyRelTol, kAbsTol, what);
   };
   const Structure bulk = testing::reference_structure(ref, "bulk"), cluster = testing::reference_structure(ref, "cluster");
   const Graph gb = testing::reference_graph(ref, "bulk"), gc = testing::reference_graph(ref, "cluster");
@@ -141,7 +125,8 @@ TEST_P(GpuFastCase, CudaGraphReplayEqualsEagerEngine) {
   EXPECT_EQ(second.forces, third.forces);
   EXPECT_EQ(second.energy, third.energy);
   EXPECT_EQ(captures, 1) << "replays must not capture again";
-  expect_same(evaluate_structure(*graphed, bulk, reversed(gb)), evaluate_structure(*eager, bulk, reversed(gb)),
+  expect_same(evaluate_structure(*graphed, bulk, testing::reversed_edges(gb)),
+              evaluate_structure(*eager, bulk, testing::reversed_edges(gb)),
               "new topology, same bucket");
   EXPECT_EQ(captures, 1) << "a topology of the same bucket reuses the graph";
   expect_same(evaluate_structure(*graphed, cluster, gc), evaluate_structure(*eager, cluster, gc), "cluster");
