@@ -47,7 +47,13 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
     const bool reassociate = settings_.reassociate && t == 0 && FirstLayerOp::applies(d);
     messages_.emplace_back(L, ConvTPOp(d, p_.options), settings_.tf32, reassociate);
   }
-  for (int t = 0; t < c.num_interactions; ++t) sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);
+  for (int t = 0; t < c.num_interactions; ++t) {
+    const InteractionParams& L = p_.layers[t];
+    sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);
+    up_.emplace_back(L.linear_up, L.in, L.in);
+    project_.emplace_back(L.linear, L.tp.mid, L.target);
+    node_linears_.emplace_back(p_, t);
+  }
 
   // Memory estimates from the shapes (element size x live values; on the H200 runs of
   // bench/RESULTS.md they come out ~20 % above the measured peaks).
@@ -155,12 +161,12 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   const int64_t edges = may_pad ? padded_count(E, 1024) : E;
   const int64_t atoms = may_pad ? padded_count(ntotal, 256) : ntotal;
   update_plan(atoms, edges);
+  const bool use_graph = may_graph && plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal;
+  // (in a graph step the pairs cost one check per step: no launches to save there)
   auto paired = [&](int64_t count) {
     return settings_.radial_pairs == "on" ||
-           (settings_.radial_pairs == "auto" && (!cuda || count >= kMinPairedChunkEdges));
+           (settings_.radial_pairs == "auto" && (!cuda || use_graph || count >= kMinPairedChunkEdges));
   };
-  const bool use_graph =
-      may_graph && plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal && !paired(edges);
   TopologyOptions options;
   options.edge_chunk = plan_.edge_chunk;
   options.atom_chunk = plan_.atom_chunk;
@@ -191,8 +197,12 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     // while the graph stays the same).
     std::vector<RadialPairCache::Chunk> pair_chunks;
     for (const EdgeChunk& ch : topo.chunks) pair_chunks.push_back({ch.begin, ch.count, paired(ch.count)});
-    const std::vector<RadialPairs>& pairs =
+    std::vector<RadialPairs> pairs =
         pair_cache_.pairs(topo.sender, topo.receiver, v64, pair_chunks, p_.options.dtype().toScalarType());
+    // (padded rows as in a graph step, so that padding tests cover them)
+    if (settings_.pad_to_bucket)
+      for (RadialPairs& p : pairs)
+        if (p.index.defined()) p = pad_pair_rows(p, padded_count(p.rows, 1024));
     lap(timer_, "graph");
     EngineResult out;
     step(v64, &pairs, want, [](const SegmentedCudaGraph::HostWork& work) { work(); }, &out);
@@ -202,15 +212,22 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   if (graph_ && (!(graph_want_ == want) || graph_halo_ != (halo != nullptr))) graph_.reset();
   if (!graph_) graph_v64_ = at::empty({edges, 3}, vectors64.options());
   graph_v64_.copy_(sorted_vectors(vectors64));
+  if (paired(edges)) {
+    update_graph_pairs();
+  } else {
+    graph_pairs_.clear();
+    graph_pairs_generation_ = -1;
+  }
   if (graph_) {
     graph_->replay();
     return finish(graph_out_);
   }
+  const std::vector<RadialPairs>* pairs = graph_pairs_.empty() ? nullptr : &graph_pairs_;
   EngineResult warm;
   graph_ = std::make_unique<SegmentedCudaGraph>(
       p_.options.device(),
-      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, nullptr, want, cut, &warm); },
-      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, nullptr, want, cut, &graph_out_); });
+      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, pairs, want, cut, &warm); },
+      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, pairs, want, cut, &graph_out_); });
   graph_want_ = want;
   graph_halo_ = halo != nullptr;
   ++graph_captures_;
@@ -218,6 +235,21 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     settings_.log("CUDA graph captured: " + std::to_string(graph_->segments()) + " segment(s) for up to " +
                   std::to_string(edges) + " edges and " + std::to_string(atoms) + " atoms");
   return finish(warm);
+}
+
+void FastEngine::update_graph_pairs() {
+  const EdgeTopology& topo = topology_;
+  const std::vector<RadialPairs>& made = pair_cache_.pairs(topo.sender, topo.receiver, graph_v64_,
+                                                           {{0, topo.padded_edges, true}}, p_.options.dtype().toScalarType());
+  if (pair_cache_.generation() == graph_pairs_generation_ && !graph_pairs_.empty()) return;
+  graph_pairs_generation_ = pair_cache_.generation();
+  const RadialPairs padded = pad_pair_rows(made.front(), padded_count(made.front().rows, 1024));
+  if (graph_ && graph_pairs_.size() == 1 && graph_pairs_.front().rows == padded.rows) {
+    copy_pairs_keeping_storage(graph_pairs_.front(), padded);
+  } else {
+    graph_pairs_.assign(1, padded);
+    graph_.reset();
+  }
 }
 
 void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
@@ -292,9 +324,11 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
       lap(timer_, "nodes_forward");
       if (halo_) cut([this, h = S.h] { exchange(h, /*forward=*/true); });
       lap(timer_, "halo_exchange");
-      S.hu = e3nn_linear(S.h, L.linear_up, L.in, L.in);
+      S.hu = up_[t].forward(S.h);
     }
-    S.mlin = at::zeros({nlocal, L.target.dim()}, p_.options);
+    // (one chunk covers every row: its projection writes them all)
+    const bool one_chunk = chunks.size() == 1 && chunks[0].row0 == 0 && chunks[0].nrows == nlocal;
+    S.mlin = one_chunk ? at::empty({nlocal, L.target.dim()}, p_.options) : at::zeros({nlocal, L.target.dim()}, p_.options);
     if (L.density) S.dens = at::zeros({nlocal}, p_.options);
     for (std::size_t k = 0; k < chunks.size(); ++k) {
       const EdgeChunk& ch = chunks[k];
@@ -304,7 +338,7 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
           message_chunk_forward(geometry_, messages_[t], message_input(k, t, S.hu), &state, true, timer_);
       // Split projection (DESIGN.md idea 3): the linear commutes with the sum over edges, so each
       // chunk's partial sums are projected right away and the [nlocal, dim(mid)] sum never exists.
-      S.mlin.narrow(0, ch.row0, ch.nrows).add_(e3nn_linear(out.aggregate, L.linear, L.tp.mid, L.target));
+      project_[t].forward_into(out.aggregate, S.mlin.narrow(0, ch.row0, ch.nrows), /*accumulate=*/!one_chunk);
       if (L.density) S.dens.narrow(0, ch.row0, ch.nrows).add_(out.density);
       if (keep) S.edges.push_back(std::move(state));
     }
@@ -314,7 +348,7 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
       const int64_t na = std::min(achunk, nlocal - a0);
       NodeChunkState state;
       const NodeChunkOutput out =
-          node_chunk_forward(p_, t, sc_[t], node_input(t, S.mlin, S.dens, S.h, a0, na), &state, timer_);
+          node_chunk_forward(p_, t, node_linears_[t], sc_[t], node_input(t, S.mlin, S.dens, S.h, a0, na), &state, timer_);
       h_local.narrow(0, a0, na).copy_(out.h);
       energy.narrow(0, a0, na).add_(out.energy);
       if (keep) S.nodes.push_back(std::move(state));
@@ -343,9 +377,9 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
       if (keep)
         state = std::move(S.nodes[k]);
       else
-        node_chunk_forward(p_, t, sc_[t], in, &state, timer_);
+        node_chunk_forward(p_, t, node_linears_[t], sc_[t], in, &state, timer_);
       const NodeChunkGradients gi =
-          node_chunk_backward(p_, t, sc_[t], in, state, gh.narrow(0, a0, na), c.scale, timer_);
+          node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state, gh.narrow(0, a0, na), c.scale, timer_);
       dmlin.narrow(0, a0, na).copy_(gi.mlin);
       if (L.density) ddens.narrow(0, a0, na).copy_(gi.density);
       if (t > 0 && gi.h_in.defined()) dh.narrow(0, a0, na).add_(gi.h_in);
@@ -363,7 +397,7 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
       else
         message_chunk_forward(geometry_, messages_[t], in, &state, /*aggregate=*/false, timer_);
       // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
-      const at::Tensor dagg = e3nn_linear_transpose(dmlin.narrow(0, ch.row0, ch.nrows), L.linear, L.tp.mid, L.target);
+      const at::Tensor dagg = project_[t].transpose(dmlin.narrow(0, ch.row0, ch.nrows));
       const at::Tensor dd = L.density ? ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
       lap(timer_, "edges_backward");
       grad_v.narrow(0, ch.begin, ch.count)
@@ -373,7 +407,7 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
     lap(timer_, "edges_backward");
 
     if (t > 0) {
-      dh.add_(e3nn_linear_transpose(dhu, L.linear_up, L.in, L.in));
+      up_[t].transpose_into(dhu, dh, /*accumulate=*/true);
       if (halo_) cut([this, dh] { exchange(dh, /*forward=*/false); });
       lap(timer_, "halo_exchange");
       gh = dh.narrow(0, 0, nlocal);

@@ -14,8 +14,10 @@
 #include "engine/edge_geometry_op.h"
 #include "engine/edge_topology.h"
 #include "engine/evaluator.h"
+#include "engine/irreps_linear.h"
 #include "engine/memory_plan.h"
 #include "engine/message_stage.h"
+#include "engine/node_stage.h"
 #include "engine/radial_pairs.h"
 #include "engine/sc_op.h"
 #include "engine/step_graph.h"
@@ -33,12 +35,12 @@ struct EngineSettings {
   bool tf32 = false;        // radial-MLP GEMMs in TF32 (float32 on CUDA only)
   bool reassociate = true;  // the first interaction per sender species where it applies
   // One radial-MLP evaluation per pair of reverse edges (radial_pairs.h): "on", "off", or "auto"
-  // (on the CPU; on a GPU for chunks of at least kMinPairedChunkEdges, below which the pairing's
-  // launches and its host copy cost more than the halved MLP saves).
+  // (on the CPU and in CUDA-graph steps; in eager GPU steps for chunks of at least
+  // kMinPairedChunkEdges, below which the pairing's launches cost more than the halved MLP saves).
   std::string radial_pairs = "auto";
   // "on": capture a CUDA step in a CUDA graph and replay it while the graph's shape stays the same
-  // (padded to a bucket of edges and atoms); for steps of one edge chunk and one atom chunk, without
-  // radial pairs or a stage timer. "off": launch every kernel each step.
+  // (padded to a bucket of edges, atoms and shared radial rows); for steps of one edge chunk and one
+  // atom chunk, without a stage timer. "off": launch every kernel each step.
   std::string cuda_graph = "on";
   // Pad edges and atoms to the graph bucket even without a CUDA graph (tests the padding's exactness).
   bool pad_to_bucket = false;
@@ -98,6 +100,9 @@ class FastEngine {
   EdgeGeometryOp geometry_;             // harmonics and radial features of the edges
   std::vector<MessageLayer> messages_;  // per layer: folded radial MLP, fused tensor-product kernels
   std::vector<ScOp> sc_;                // per layer: the symmetric-contraction executor
+  std::vector<IrrepsLinear> up_;        // per layer: linear_up
+  std::vector<IrrepsLinear> project_;   // per layer: the linear after the message sum (mid -> target)
+  std::vector<NodeLinears> node_linears_;
   StageTimer* timer_ = nullptr;
   RadialPairCache pair_cache_;  // reverse-edge pairs of the last graph
   EdgeTopology topology_;       // connectivity-derived arrays of the last graph
@@ -106,6 +111,8 @@ class FastEngine {
   EngineRequest graph_want_;
   bool graph_halo_ = false;
   at::Tensor graph_v64_;     // [padded edges, 3] float64 edge vectors in receiver order
+  std::vector<RadialPairs> graph_pairs_;  // the captured step's pairs (rows padded), or none
+  int64_t graph_pairs_generation_ = -1;   // pair_cache_'s generation they were made from
   EngineResult graph_out_;   // padded rows
   HaloExchanger* halo_ = nullptr;  // this run's exchanger (read by the step's exchanges)
   bool graphed_ = false;
@@ -113,6 +120,9 @@ class FastEngine {
 
   void update_plan(int64_t atoms, int64_t edges);
   void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage);
+  // The pairs of a captured step from graph_v64_: kept while still valid, else made anew and copied
+  // into the captured tensors (or the graph dropped when their padded row count changed).
+  void update_graph_pairs();
   // One evaluation on topology_ with its sorted float64 edge vectors v64; `cut` receives the halo
   // exchanges (run at once, or between graph segments). Outputs have padded rows.
   void step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,

@@ -27,66 +27,75 @@ void lap(StageTimer* timer, const char* stage) {
 
 }  // namespace
 
-NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const ScOp& sc, const NodeChunkInput& in,
-                                   NodeChunkState* s, StageTimer* timer) {
+NodeLinears::NodeLinears(const MaceParams& m, int t) {
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
-  const int Z = c.num_elements();
+  const Irreps scalars = Irreps::scalars(c.channels()), one = Irreps::scalars(1);
+  skip = L.residual ? SpeciesLinear(L.skip_tp, L.in, c.num_elements(), L.out)
+                    : SpeciesLinear(L.skip_tp, L.target, c.num_elements(), L.target);
+  product = IrrepsLinear(L.product_linear, L.out, L.out);
+  if (t < c.num_interactions - 1) {
+    readout.emplace_back(L.readout[0], scalars, one);
+  } else {
+    const Irreps mlp = Irreps::parse(c.mlp_irreps);
+    readout.emplace_back(L.readout[0], scalars, mlp);
+    readout.emplace_back(L.readout[1], mlp, one);
+  }
+}
+
+NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeLinears& lin, const ScOp& sc,
+                                   const NodeChunkInput& in, NodeChunkState* s, StageTimer* timer) {
+  const InteractionParams& L = m.layers[t];
+  const MaceConfig& c = m.config;
   const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin / L.avg_num_neighbors;
-  s->m = L.residual ? m0 : species_linear(m0, in.groups, L.skip_tp, L.target, Z, L.target);
+  s->m = L.residual ? m0 : lin.skip.forward(m0, in.groups);
   s->sc_a = to_channels(s->m, L.target).contiguous();
   lap(timer, "nodes_forward");
   const at::Tensor b = sc.forward(s->sc_a, in.species);
   lap(timer, "sc_forward");
   NodeChunkOutput out;
-  s->h = e3nn_linear(b, L.product_linear, L.out, L.out);
-  if (L.residual) s->h = s->h + species_linear(in.h_in, in.groups, L.skip_tp, L.in, Z, L.out);
+  s->h = lin.product.forward(b);
+  if (L.residual) lin.skip.forward_add(in.h_in, in.groups, s->h);
   out.h = s->h;
   // Readout (mace_spec.md 8): only the 0e block of h reaches it.
-  const Irreps scalars = Irreps::scalars(c.channels()), one = Irreps::scalars(1);
   const at::Tensor h0 = s->h.narrow(1, 0, c.channels());
-  if (t < c.num_interactions - 1) {
-    out.energy = e3nn_linear(h0, L.readout[0], scalars, one).squeeze(1);
+  if (lin.readout.size() == 1) {
+    out.energy = lin.readout[0].forward(h0).squeeze(1);
   } else {
-    const Irreps mlp = Irreps::parse(c.mlp_irreps);
-    s->readout_pre = e3nn_linear(h0, L.readout[0], scalars, mlp);
-    out.energy = e3nn_linear(normalized_silu(s->readout_pre), L.readout[1], mlp, one).squeeze(1);
+    s->readout_pre = lin.readout[0].forward(h0);
+    out.energy = lin.readout[1].forward(normalized_silu(s->readout_pre)).squeeze(1);
   }
   return out;
 }
 
-NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const ScOp& sc, const NodeChunkInput& in,
-                                       NodeChunkState& s, const at::Tensor& grad_h, double energy_weight,
-                                       StageTimer* timer) {
+NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeLinears& lin, const ScOp& sc,
+                                       const NodeChunkInput& in, NodeChunkState& s, const at::Tensor& grad_h,
+                                       double energy_weight, StageTimer* timer) {
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
-  const int Z = c.num_elements();
   const int64_t n = in.species.size(0);
-  const Irreps scalars = Irreps::scalars(c.channels()), one = Irreps::scalars(1);
   const at::Tensor ge = at::full({n, 1}, energy_weight, grad_h.options());
 
-  // readout
-  at::Tensor gh0;
-  if (t < c.num_interactions - 1) {
-    gh0 = e3nn_linear_transpose(ge, L.readout[0], scalars, one);
+  // readout: its gradient added to the 0e columns of dE/dh
+  at::Tensor gh = grad_h.clone();
+  const at::Tensor gh0 = gh.narrow(1, 0, c.channels());
+  if (lin.readout.size() == 1) {
+    lin.readout[0].transpose_into(ge, gh0, /*accumulate=*/true);
   } else {
-    const Irreps mlp = Irreps::parse(c.mlp_irreps);
-    const at::Tensor ga = e3nn_linear_transpose(ge, L.readout[1], mlp, one);
+    const at::Tensor ga = lin.readout[1].transpose(ge);
     const at::Tensor sig = at::sigmoid(s.readout_pre);
     const at::Tensor gz = ga * (kSiluNormalization * sig * (1.0 + s.readout_pre * (1.0 - sig)));
-    gh0 = e3nn_linear_transpose(gz, L.readout[0], scalars, mlp);
+    lin.readout[0].transpose_into(gz, gh0, /*accumulate=*/true);
   }
-  at::Tensor gh = grad_h.clone();
-  gh.narrow(1, 0, c.channels()).add_(gh0);
 
   NodeChunkGradients out;
-  if (L.residual) out.h_in = species_linear_transpose(gh, in.groups, L.skip_tp, L.in, Z, L.out);
-  const at::Tensor gb = e3nn_linear_transpose(gh, L.product_linear, L.out, L.out);
+  if (L.residual) out.h_in = lin.skip.transpose(gh, in.groups);
+  const at::Tensor gb = lin.product.transpose(gh);
   lap(timer, "nodes_backward");
   const at::Tensor ga = sc.backward(s.sc_a, in.species, gb);
   lap(timer, "sc_backward");
   at::Tensor gm = from_channels(ga, L.target);
-  if (!L.residual) gm = species_linear_transpose(gm, in.groups, L.skip_tp, L.target, Z, L.target);
+  if (!L.residual) gm = lin.skip.transpose(gm, in.groups);
   if (L.density) {
     const at::Tensor d1 = in.density.unsqueeze(1) + 1.0;
     out.mlin = gm / d1;

@@ -4,11 +4,22 @@
 // contraction, product linear, residual, readout. No autograd. Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
+#include <vector>
+
+#include "engine/irreps_linear.h"
 #include "engine/sc_op.h"
 #include "engine/species_linear.h"
 #include "model/mace_params.h"
 
 namespace flashmace {
+
+// A layer's node linears in the fast engine's form (irreps_linear.h), built once per model.
+struct NodeLinears {
+  NodeLinears(const MaceParams& model, int layer);
+  SpeciesLinear skip;               // the element skip connection (skip_tp)
+  IrrepsLinear product;             // product_linear
+  std::vector<IrrepsLinear> readout;  // readout[0] (and readout[1] in the last layer's MLP)
+};
 
 struct NodeChunkInput {
   at::Tensor mlin;     // [n, dim(target)] projected message sums (before normalisation)
@@ -34,8 +45,8 @@ class StageTimer;
 
 // sc: the layer's symmetric-contraction executor. A timer, if given, is charged "sc_forward" /
 // "sc_backward" for the contraction and "nodes_forward" / "nodes_backward" for the rest.
-NodeChunkOutput node_chunk_forward(const MaceParams& model, int layer, const ScOp& sc, const NodeChunkInput& in,
-                                   NodeChunkState* state, StageTimer* timer = nullptr);
+NodeChunkOutput node_chunk_forward(const MaceParams& model, int layer, const NodeLinears& linears, const ScOp& sc,
+                                   const NodeChunkInput& in, NodeChunkState* state, StageTimer* timer = nullptr);
 
 struct NodeChunkGradients {
   at::Tensor mlin;     // [n, dim(target)]
@@ -44,8 +55,8 @@ struct NodeChunkGradients {
 };
 
 // grad_h: dE/dh [n, dim(out)] from the next layer; energy_weight: dE/d(readout) (the model's scale).
-NodeChunkGradients node_chunk_backward(const MaceParams& model, int layer, const ScOp& sc, const NodeChunkInput& in,
-                                       NodeChunkState& state, const at::Tensor& grad_h, double energy_weight,
-                                       StageTimer* timer = nullptr);
+NodeChunkGradients node_chunk_backward(const MaceParams& model, int layer, const NodeLinears& linears, const ScOp& sc,
+                                       const NodeChunkInput& in, NodeChunkState& state, const at::Tensor& grad_h,
+                                       double energy_weight, StageTimer* timer = nullptr);
 
 }  // namespace flashmace

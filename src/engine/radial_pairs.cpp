@@ -1,5 +1,9 @@
 #include "engine/radial_pairs.h"
 
+#include <string>
+
+#include "core/error.h"
+
 namespace flashmace {
 
 namespace {
@@ -72,7 +76,9 @@ const std::vector<RadialPairs>& RadialPairCache::pairs(const at::Tensor& sender,
   bool any = false;
   for (const Chunk& c : chunks) any = any || c.paired;
   if (!any) {  // nothing to pair, nothing to check
+    const int64_t generation = generation_ + 1;
     *this = RadialPairCache{};
+    generation_ = generation;
     pairs_.assign(chunks.size(), RadialPairs{});
     return pairs_;
   }
@@ -101,7 +107,29 @@ const std::vector<RadialPairs>& RadialPairCache::pairs(const at::Tensor& sender,
   receiver_ = receiver.clone();
   chunks_ = chunks;
   dtype_ = dtype;
+  ++generation_;
   return pairs_;
+}
+
+RadialPairs pad_pair_rows(const RadialPairs& p, int64_t rows) {
+  if (rows == p.rows) return p;
+  if (rows < p.rows || p.index.size(0) == 0)
+    throw Error("radial pairs: cannot pad " + std::to_string(p.rows) + " rows to " + std::to_string(rows));
+  RadialPairs q = p;
+  const int64_t extra = rows - p.rows;
+  q.first = at::cat({p.first, at::zeros({extra}, p.first.options())});
+  q.second = at::cat({p.second, at::full({extra}, -1, p.second.options())});
+  q.rows = rows;
+  return q;
+}
+
+void copy_pairs_keeping_storage(RadialPairs& to, const RadialPairs& from) {
+  if (to.rows != from.rows || !to.index.defined() || !to.index.sizes().equals(from.index.sizes()))
+    throw Error("radial pairs: copy_pairs_keeping_storage needs pairs of the same sizes");
+  to.index.copy_(from.index);
+  to.first.copy_(from.first);
+  to.second.copy_(from.second);
+  to.share.copy_(from.share);
 }
 
 at::Tensor sum_pair_rows(const RadialPairs& p, const at::Tensor& per_edge) {

@@ -26,6 +26,14 @@ struct RadialPairs {
 RadialPairs pair_reverse_edges(const at::Tensor& sender, const at::Tensor& receiver, const at::Tensor& vectors,
                                at::ScalarType dtype);
 
+// `pairs` with `rows` (>= pairs.rows) shared rows: the extra rows read edge 0's features and no edge
+// reads them, so a captured step (step_graph.h) can keep its row count while the pairing changes a
+// little. Returns `pairs` itself when the counts are equal.
+RadialPairs pad_pair_rows(const RadialPairs& pairs, int64_t rows);
+
+// Copies `from` into `to`'s tensors (the same sizes), which keep their storage (a captured step reads it).
+void copy_pairs_keeping_storage(RadialPairs& to, const RadialPairs& from);
+
 // The pairs of chunks of one graph's edges, kept while that graph lasts (an MD run between
 // neighbour-list builds): reused when the edges (senders, receivers, chunking) are those of the last
 // call and every pair's vectors are still exact negations of each other, which costs one small
@@ -40,12 +48,15 @@ class RadialPairCache {
   // sender, receiver [E] int64, vectors [E, 3] float64, all edges in the chunks' order.
   const std::vector<RadialPairs>& pairs(const at::Tensor& sender, const at::Tensor& receiver, const at::Tensor& vectors,
                                         const std::vector<Chunk>& chunks, at::ScalarType dtype);
+  // Counts the pairings made so far: it changes whenever pairs() returned new pairs.
+  int64_t generation() const { return generation_; }
 
  private:
   at::Tensor sender_, receiver_, pa_, pb_;  // pa_, pb_: both edges of every pair, as edge indices
   std::vector<Chunk> chunks_;
   std::vector<RadialPairs> pairs_;
   at::ScalarType dtype_ = at::kDouble;
+  int64_t generation_ = 0;
 };
 
 // [E, K] per edge -> [U, K]: per row, its first edge's values plus its second edge's (in that order,

@@ -1,9 +1,5 @@
 #include "engine/species_linear.h"
 
-#include <cmath>
-
-#include "model/e3nn_ops.h"
-
 namespace flashmace {
 
 std::vector<int64_t> elements_present(const at::Tensor& species) {
@@ -26,59 +22,68 @@ SpeciesGroups group_species(const at::Tensor& species, const std::vector<int64_t
   return g;
 }
 
-namespace {
-
-// Shared by both directions: for every (in block i, out block o) pair of equal irreps, the element's
-// [mul_in, mul_out] matrix (transposed for the x-gradient) applied to the rows of that element.
-at::Tensor apply(const at::Tensor& x, const SpeciesGroups& groups, const at::Tensor& weight, const Irreps& in,
-                 int num_elements, const Irreps& out, bool transpose) {
-  const Irreps& src = transpose ? out : in;
-  const Irreps& dst = transpose ? in : out;
-  const int64_t n = x.size(0);
-  const auto xs = split_irreps(x, src);
-  std::vector<int> fan(out.size(), 0);
-  for (std::size_t i = 0; i < in.size(); ++i)
-    for (std::size_t o = 0; o < out.size(); ++o)
-      if (in[i].ir == out[o].ir) fan[o] += in[i].mul * num_elements;
-  std::vector<at::Tensor> acc(dst.size());
-  for (std::size_t k = 0; k < dst.size(); ++k) acc[k] = at::zeros({n, dst[k].mul, dst[k].ir.dim()}, x.options());
-  int64_t offset = 0;
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    for (std::size_t o = 0; o < out.size(); ++o) {
-      if (in[i].ir != out[o].ir) continue;
-      const int64_t numel = static_cast<int64_t>(in[i].mul) * num_elements * out[o].mul;
-      const at::Tensor w = weight.narrow(0, offset, numel).reshape({in[i].mul, num_elements, out[o].mul});
-      offset += numel;
-      const double norm = 1.0 / std::sqrt(static_cast<double>(fan[o]));
-      const std::size_t s_blk = transpose ? o : i, d_blk = transpose ? i : o;
-      for (std::size_t k = 0; k < groups.elements.size(); ++k) {
-        at::Tensor ws = w.select(1, groups.elements[k]);  // [mul_in, mul_out]
-        if (transpose) ws = ws.t();
-        const bool all = groups.rows.empty();
-        const at::Tensor xr = all ? xs[s_blk] : xs[s_blk].index_select(0, groups.rows[k]);
-        const at::Tensor y = block_matmul(xr, ws);  // [r, mul_src, d] -> [r, mul_dst, d]
-        if (all)
-          acc[d_blk].add_(y, norm);
-        else
-          acc[d_blk].index_add_(0, groups.rows[k], y * norm);  // distinct rows: no atomics race
+SpeciesLinear::SpeciesLinear(const at::Tensor& weight, const Irreps& in, int num_elements, const Irreps& out) {
+  // The weights are [mul_in, Z, mul_out] per (in block, out block) pair of equal irreps (e3nn's
+  // order): element z's part, flattened in the same order, is an o3.Linear's weight vector whose
+  // fans count Z times the input multiplicities.
+  for (int z = 0; z < num_elements; ++z) {
+    std::vector<at::Tensor> parts;
+    int64_t offset = 0;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      for (std::size_t o = 0; o < out.size(); ++o) {
+        if (in[i].ir != out[o].ir) continue;
+        const int64_t numel = static_cast<int64_t>(in[i].mul) * num_elements * out[o].mul;
+        parts.push_back(
+            weight.narrow(0, offset, numel).reshape({in[i].mul, num_elements, out[o].mul}).select(1, z).reshape(-1));
+        offset += numel;
       }
-    }
+    const at::Tensor flat = parts.empty() ? at::empty({0}, weight.options()) : at::cat(parts);
+    per_element_.emplace_back(flat, in, out, num_elements);
   }
-  std::vector<at::Tensor> flat;
-  for (const auto& a : acc) flat.push_back(a.reshape({n, a.size(1) * a.size(2)}));
-  return at::cat(flat, 1);
 }
 
-}  // namespace
-
-at::Tensor species_linear(const at::Tensor& x, const SpeciesGroups& groups, const at::Tensor& weight, const Irreps& in,
-                          int num_elements, const Irreps& out) {
-  return apply(x, groups, weight, in, num_elements, out, false);
+at::Tensor SpeciesLinear::apply(const at::Tensor& x, const SpeciesGroups& groups, bool transpose,
+                                const at::Tensor& add_to) const {
+  auto run = [&](const IrrepsLinear& f, const at::Tensor& rows, const at::Tensor& into, bool accumulate) {
+    if (transpose)
+      f.transpose_into(rows, into, accumulate);
+    else
+      f.forward_into(rows, into, accumulate);
+  };
+  const IrrepsLinear& any = per_element_.front();
+  const int64_t width = transpose ? any.in_dim() : any.out_dim();
+  at::Tensor y = add_to.defined() ? add_to : at::empty({x.size(0), width}, x.options());
+  if (groups.elements.empty()) {  // no atoms
+    if (!add_to.defined()) y.zero_();
+    return y;
+  }
+  if (groups.rows.empty()) {  // one element: all rows
+    run(per_element_[static_cast<std::size_t>(groups.elements.front())], x, y, add_to.defined());
+    return y;
+  }
+  // Several elements: each one's rows gathered, transformed and put back (the groups' rows are
+  // disjoint and cover the block, so every row is written once).
+  for (std::size_t k = 0; k < groups.elements.size(); ++k) {
+    const at::Tensor part = at::empty({groups.rows[k].size(0), width}, x.options());
+    run(per_element_[static_cast<std::size_t>(groups.elements[k])], x.index_select(0, groups.rows[k]), part, false);
+    if (add_to.defined())
+      y.index_add_(0, groups.rows[k], part);
+    else
+      y.index_copy_(0, groups.rows[k], part);
+  }
+  return y;
 }
 
-at::Tensor species_linear_transpose(const at::Tensor& g, const SpeciesGroups& groups, const at::Tensor& weight,
-                                    const Irreps& in, int num_elements, const Irreps& out) {
-  return apply(g, groups, weight, in, num_elements, out, true);
+at::Tensor SpeciesLinear::forward(const at::Tensor& x, const SpeciesGroups& groups) const {
+  return apply(x, groups, false, {});
+}
+
+at::Tensor SpeciesLinear::transpose(const at::Tensor& g, const SpeciesGroups& groups) const {
+  return apply(g, groups, true, {});
+}
+
+void SpeciesLinear::forward_add(const at::Tensor& x, const SpeciesGroups& groups, const at::Tensor& y) const {
+  apply(x, groups, false, y);
 }
 
 }  // namespace flashmace

@@ -1,6 +1,6 @@
 #pragma once
 // The element-dependent linear of MACE's skip connection (o3.FullyConnectedTensorProduct with one-hot
-// element attributes, mace_spec.md 5.3) as one GEMM per element present: y[rows of element s] =
+// element attributes, mace_spec.md 5.3) as one linear per element present: y[rows of element s] =
 // x[those rows] W_s. The reference path gathers a [n, mul_out, mul_in] weight per atom instead;
 // with one element (the common bulk case) this is a plain GEMM with no gather at all.
 #include <ATen/ATen.h>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/irreps.h"
+#include "engine/irreps_linear.h"
 
 namespace flashmace {
 
@@ -21,10 +22,22 @@ struct SpeciesGroups {
 std::vector<int64_t> elements_present(const at::Tensor& species);
 SpeciesGroups group_species(const at::Tensor& species, const std::vector<int64_t>& present);
 
-// y = element_linear(x, species, weight, in, Z, out) and its transpose (the x-gradient for dy).
-at::Tensor species_linear(const at::Tensor& x, const SpeciesGroups& groups, const at::Tensor& weight, const Irreps& in,
-                          int num_elements, const Irreps& out);
-at::Tensor species_linear_transpose(const at::Tensor& g, const SpeciesGroups& groups, const at::Tensor& weight,
-                                    const Irreps& in, int num_elements, const Irreps& out);
+// y = element_linear(x, species, weight, in, Z, out) (model/e3nn_ops.h) and its transpose (the
+// x-gradient for dy): per element present, the element's slice of the weights as an IrrepsLinear on
+// that element's rows (all rows with one element: no gather at all).
+class SpeciesLinear {
+ public:
+  SpeciesLinear() = default;
+  SpeciesLinear(const at::Tensor& weight, const Irreps& in, int num_elements, const Irreps& out);
+
+  at::Tensor forward(const at::Tensor& x, const SpeciesGroups& groups) const;
+  at::Tensor transpose(const at::Tensor& g, const SpeciesGroups& groups) const;
+  // forward(x, groups) added to y [n, dim(out)]
+  void forward_add(const at::Tensor& x, const SpeciesGroups& groups, const at::Tensor& y) const;
+
+ private:
+  std::vector<IrrepsLinear> per_element_;  // [Z]
+  at::Tensor apply(const at::Tensor& x, const SpeciesGroups& groups, bool transpose, const at::Tensor& add_to) const;
+};
 
 }  // namespace flashmace

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -267,7 +268,17 @@ bool is_out_of_memory(const std::exception& e) {
 int main(int argc, char** argv) {
   try {
     Options o = parse(argc, argv);
+    // Model load timed apart from the device's initialisation (a CUDA context: ~1 s, once per process).
+    using clock = std::chrono::steady_clock;
+    auto seconds_since = [](clock::time_point t0) {
+      return std::chrono::duration<double>(clock::now() - t0).count();
+    };
+    const auto t_init = clock::now();
+    flashmace::synchronize_device(flashmace::canonical_device(o.device));
+    const double init_s = seconds_since(t_init);
+    const auto t_load = clock::now();
     const flashmace::ModelFile file = flashmace::ModelFile::load(o.model);
+    const double file_s = seconds_since(t_load);
     if (o.dtype.empty()) o.dtype = file.config().dtype;
     flashmace::EvaluatorOptions eo;
     eo.path = o.path;
@@ -282,14 +293,19 @@ int main(int argc, char** argv) {
     eo.radial_pairs = o.radial_pairs;
     eo.cuda_graph = o.cuda_graph;
     eo.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
+    const auto t_make = clock::now();
     const std::unique_ptr<flashmace::Evaluator> evaluator = flashmace::make_evaluator(file, eo);
+    const double make_s = seconds_since(t_make);
+    std::printf("model load: %.3f s (file %.3f s, evaluator with its kernels %.3f s); device initialisation %.3f s\n",
+                file_s + make_s, file_s, make_s, init_s);
     flashmace::Evaluator& model = *evaluator;
     const std::string hardware = flashmace::device_name(o.device);
     if (!model.sc_executor().empty()) std::printf("symmetric contraction: %s\n", model.sc_executor().c_str());
     if (!model.tp_executor().empty()) std::printf("conv tensor product: %s\n", model.tp_executor().c_str());
     nlohmann::json out = {{"model", o.model},     {"path", o.path},     {"dtype", o.dtype}, {"device", o.device},
                           {"hardware", hardware}, {"warmup", o.warmup}, {"steps", o.steps},
-                          {"sc_executor", model.sc_executor()}, {"tp_executor", model.tp_executor()}};
+                          {"sc_executor", model.sc_executor()}, {"tp_executor", model.tp_executor()},
+                          {"model_load_s", file_s + make_s},      {"device_init_s", init_s}};
     if (!o.sweep) {
       const Measurement m = measure(model, structure_for(o, file.config(), o.cells), o);
       print(m, o, hardware);

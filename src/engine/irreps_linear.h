@@ -1,0 +1,52 @@
+#pragma once
+// e3nn's o3.Linear (mace_spec.md 5.1: y_o = sum over input blocks i of the same irrep of
+// x_i W_io / sqrt(fan_o)) with its launches cut down for the fast engine: the 1/sqrt(fan) folded into
+// the weights once; input blocks of one irrep that sit side by side (MACE sorts its irreps, so the
+// tensor product's paths of one irrep are adjacent) read as one block against their stacked weights,
+// so each output block is one GEMM; scalar blocks go straight from and into their column ranges
+// (no copies); the others are transposed to rows of [n * (2l + 1), mul] once each way. Results can
+// be written or added into a caller's tensor (a column range of it, or rows of a chunk). The
+// reference path keeps model/e3nn_ops.h. Internal to the fast engine (ATen).
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "core/irreps.h"
+
+namespace flashmace {
+
+class IrrepsLinear {
+ public:
+  IrrepsLinear() = default;
+  // weight: e3nn's flat weight vector (model/e3nn_ops.h order) in the model's dtype and device;
+  // fan_factor multiplies every fan (the element count, for one element's part of an element linear).
+  IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irreps& out, int64_t fan_factor = 1);
+
+  // x [n, dim(in)] -> y [n, dim(out)]
+  at::Tensor forward(const at::Tensor& x) const;
+  // g [n, dim(out)] -> the x-gradient [n, dim(in)]
+  at::Tensor transpose(const at::Tensor& g) const;
+  // The same into `y` ([n, dim(out)] or [n, dim(in)], any row stride): written, or added to it.
+  void forward_into(const at::Tensor& x, const at::Tensor& y, bool accumulate) const;
+  void transpose_into(const at::Tensor& g, const at::Tensor& y, bool accumulate) const;
+
+  int64_t in_dim() const { return in_dim_; }
+  int64_t out_dim() const { return out_dim_; }
+
+ private:
+  // Consecutive blocks of one irrep: columns [offset, offset + mul * d) in mul_ir layout.
+  struct Span {
+    int64_t offset = 0, mul = 0;
+  };
+  // One output block and the input spans it reads, with their scaled weights [span mul, out mul].
+  struct Term {
+    Span out;
+    int64_t d = 1;
+    std::vector<Span> in;
+    std::vector<at::Tensor> w;
+  };
+  std::vector<Term> terms_;
+  int64_t in_dim_ = 0, out_dim_ = 0;
+};
+
+}  // namespace flashmace

@@ -1,0 +1,118 @@
+// The fast engine's linears (engine/irreps_linear.h, engine/species_linear.h) against the reference
+// path's e3nn_linear / element_linear and their autograd transposes, float64: adjacent and separated
+// blocks of one irrep (stacked weights), outputs no input reaches, inputs no output reads, writing
+// into and adding to column ranges of wider tensors, one and several elements.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "core/error.h"
+
+#include "engine/irreps_linear.h"
+#include "engine/species_linear.h"
+#include "model/e3nn_ops.h"
+
+namespace flashmace {
+namespace {
+
+const auto kF64 = at::TensorOptions().dtype(at::kDouble);
+
+// Largest |a - b|, infinite when either holds a non-finite value.
+double max_abs(const at::Tensor& a, const at::Tensor& b) {
+  if (!at::isfinite(a).all().item<bool>() || !at::isfinite(b).all().item<bool>())
+    return std::numeric_limits<double>::infinity();
+  return (a - b).abs().max().item<double>();
+}
+
+int64_t weight_count(const Irreps& in, const Irreps& out, int64_t factor = 1) {
+  int64_t n = 0;
+  for (const auto& i : in.blocks())
+    for (const auto& o : out.blocks())
+      if (i.ir == o.ir) n += static_cast<int64_t>(i.mul) * o.mul * factor;
+  return n;
+}
+
+// The x-gradient of sum(f(x) * g) by autograd.
+template <typename F>
+at::Tensor autograd_transpose(F&& f, const at::Tensor& x, const at::Tensor& g) {
+  const at::Tensor xg = x.clone().requires_grad_(true);
+  (f(xg) * g).sum().backward();
+  return xg.grad();
+}
+
+struct Case {
+  const char* in;
+  const char* out;
+};
+
+class IrrepsLinearCase : public ::testing::TestWithParam<Case> {};
+
+TEST_P(IrrepsLinearCase, EqualsE3nnLinearAndItsTranspose) {
+  const Irreps in = Irreps::parse(GetParam().in), out = Irreps::parse(GetParam().out);
+  at::manual_seed(7);
+  const at::Tensor w = at::randn({weight_count(in, out)}, kF64);
+  const at::Tensor x = at::randn({11, in.dim()}, kF64), g = at::randn({11, out.dim()}, kF64);
+  const IrrepsLinear f(w, in, out);
+  const at::Tensor y = e3nn_linear(x, w, in, out);
+  EXPECT_LT(max_abs(f.forward(x), y), 1e-13);
+  const at::Tensor gx = autograd_transpose([&](const at::Tensor& t) { return e3nn_linear(t, w, in, out); }, x, g);
+  EXPECT_LT(max_abs(f.transpose(g), gx), 1e-13);
+
+  // Into column ranges of wider tensors (row stride != width), written and added.
+  at::Tensor wide = at::full({11, out.dim() + 5}, 3.0, kF64);
+  f.forward_into(x, wide.narrow(1, 2, out.dim()), /*accumulate=*/false);
+  EXPECT_LT(max_abs(wide.narrow(1, 2, out.dim()), y), 1e-13);
+  EXPECT_EQ(max_abs(wide.narrow(1, 0, 2), at::full({11, 2}, 3.0, kF64)), 0.0);  // untouched
+  f.forward_into(x, wide.narrow(1, 2, out.dim()), /*accumulate=*/true);
+  EXPECT_LT(max_abs(wide.narrow(1, 2, out.dim()), 2 * y), 1e-13);
+  at::Tensor wide_in = at::ones({11, in.dim() + 3}, kF64);
+  f.transpose_into(g, wide_in.narrow(1, 3, in.dim()), /*accumulate=*/true);
+  EXPECT_LT(max_abs(wide_in.narrow(1, 3, in.dim()), gx + 1.0), 1e-13);
+  f.transpose_into(g, wide_in.narrow(1, 3, in.dim()), /*accumulate=*/false);
+  EXPECT_LT(max_abs(wide_in.narrow(1, 3, in.dim()), gx), 1e-13);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Irreps, IrrepsLinearCase,
+    ::testing::Values(Case{"4x0e+3x1o", "4x0e+3x1o"},                        // MACE's linear_up shape
+                      Case{"3x0e+2x0e+4x1o+4x1o+2x2e+1x3o", "5x0e+3x1o+2x2e"},  // adjacent paths, a 3o no one reads
+                      Case{"2x0e+3x1o+2x0e+1x1o", "4x0e+2x1o"},              // separated blocks of one irrep
+                      Case{"2x0e", "2x0e+3x1o"},                             // an output no input reaches
+                      Case{"6x0e", "1x0e"}));                                // a readout
+
+TEST(IrrepsLinear, RefusesWrongWeightCount) {
+  const Irreps in = Irreps::parse("2x0e+2x1o"), out = Irreps::parse("3x0e");
+  EXPECT_THROW(IrrepsLinear(at::zeros({7}, kF64), in, out), Error);
+}
+
+class SpeciesLinearCase : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SpeciesLinearCase, EqualsElementLinearAndItsTranspose) {
+  const bool several = GetParam();
+  const Irreps in = Irreps::parse("3x0e+2x1o"), out = Irreps::parse("4x0e+2x1o+1x2e");
+  const int Z = 5;
+  at::manual_seed(11);
+  const at::Tensor w = at::randn({weight_count(in, out, Z)}, kF64);
+  const int64_t n = 13;
+  const at::Tensor species = several ? at::tensor(std::vector<int64_t>{3, 1, 3, 3, 4, 1, 1, 3, 4, 4, 3, 1, 1})
+                                     : at::full({n}, 2, at::kLong);
+  const std::vector<int64_t> present = elements_present(species);
+  const SpeciesGroups groups = group_species(species, present);
+  const at::Tensor x = at::randn({n, in.dim()}, kF64), g = at::randn({n, out.dim()}, kF64);
+  const SpeciesLinear f(w, in, Z, out);
+  const at::Tensor y = element_linear(x, species, w, in, Z, out);
+  EXPECT_LT(max_abs(f.forward(x, groups), y), 1e-13);
+  at::Tensor base = at::randn({n, out.dim()}, kF64);
+  const at::Tensor expected_sum = base + y;
+  f.forward_add(x, groups, base);
+  EXPECT_LT(max_abs(base, expected_sum), 1e-13);
+  const at::Tensor gx =
+      autograd_transpose([&](const at::Tensor& t) { return element_linear(t, species, w, in, Z, out); }, x, g);
+  EXPECT_LT(max_abs(f.transpose(g, groups), gx), 1e-13);
+}
+
+INSTANTIATE_TEST_SUITE_P(Elements, SpeciesLinearCase, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Several" : "One"; });
+
+}  // namespace
+}  // namespace flashmace
