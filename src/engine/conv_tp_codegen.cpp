@@ -143,7 +143,9 @@ void emit_warp_reduce_scatter(std::ostringstream& s, int P, const std::string& i
 
 void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
   const int P = conv_tp_dy_padded(d), parts = conv_tp_dy_parts(d);
-  s << "template <typename T>\n__device__ __forceinline__ void tp_backward(const T* __restrict__ x, "
+  // ByRow (a compile-time switch, so that the per-edge kernel keeps its plain stores): dR added
+  // into the edge's radial row (conv_tp_kernels.h).
+  s << "template <typename T, bool ByRow>\n__device__ __forceinline__ void tp_backward(const T* __restrict__ x, "
        "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
        "const long long* __restrict__ rindex, const long long* __restrict__ row_ptr, const T* __restrict__ dagg, "
        "T* __restrict__ dR, "
@@ -168,6 +170,8 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
   for (const auto& [offset, d1] : block_dim)
     for (int m = 0; m < d1; ++m) s << "    T dx" << blocks.at(offset) << "_" << m << " = T(0);\n";
   for (int k = 0; k < P; ++k) s << "    T py" << k << " = T(0);\n";
+  // (per pair of reverse edges, their gradients summed into the shared row: conv_tp_kernels.h)
+  s << "    T* __restrict__ dRe = dR + (ByRow ? rindex[e] : e) * " << d.weight_numel << "LL + u;\n";
   for (std::size_t Q = 0; Q < d.paths.size(); ++Q) {
     const ConvTPPathDescriptor& p = d.paths[Q];
     s << "    {\n      const T r = re[" << p.w_offset << "];\n      T dr = T(0);\n";
@@ -178,7 +182,7 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
         << xv << " * " << yv << "); const T rcg = r * cg; " << xname(blocks, p, en.m1, "dx") << " += rcg * " << yv
         << "; " << yname(p, en.m2, "py") << " += rcg * " << xv << "; }\n";
     }
-    s << "      dR[e * " << d.weight_numel << "LL + " << p.w_offset << " + u] = dr;\n    }\n";
+    s << "      if (ByRow) atomicAdd(dRe + " << p.w_offset << ", dr); else dRe[" << p.w_offset << "] = dr;\n    }\n";
   }
   s << "    if (dxe) {\n      T* __restrict__ dxr = dxe + e * " << d.dim_in1 << "LL;\n";
   for (const auto& [offset, d1] : block_dim)
@@ -250,11 +254,12 @@ std::string generate_conv_tp_cuda_source(const ConvTPDescriptor& d) {
       << "* x, const long long* xindex, const " << T << "* Y, const " << T
       << "* R, const long long* rindex, const long long* row_ptr, " << T << "* agg, long long nrows) { tp_forward<" << T
       << ">(x, xindex, Y, R, rindex, row_ptr, agg, nrows); }\n";
-    s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_backward_" << f << "(const " << T
-      << "* x, const long long* xindex, const " << T << "* Y, const " << T
-      << "* R, const long long* rindex, const long long* row_ptr, const " << T << "* dagg, " << T << "* dR, " << T
-      << "* dYp, " << T << "* dxe, long long nrows, int splits) { tp_backward<" << T
-      << ">(x, xindex, Y, R, rindex, row_ptr, dagg, dR, dYp, dxe, nrows, splits); }\n";
+    for (const char* rows : {"", "_rows"})
+      s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_backward" << rows << "_" << f
+        << "(const " << T << "* x, const long long* xindex, const " << T << "* Y, const " << T
+        << "* R, const long long* rindex, const long long* row_ptr, const " << T << "* dagg, " << T << "* dR, " << T
+        << "* dYp, " << T << "* dxe, long long nrows, int splits) { tp_backward<" << T << ", "
+        << (*rows ? "true" : "false") << ">(x, xindex, Y, R, rindex, row_ptr, dagg, dR, dYp, dxe, nrows, splits); }\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dy_reduce_" << f << "(const " << T
       << "* dYp, " << T << "* dY, long long E) { tp_dy_reduce<" << T << ">(dYp, dY, E); }\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dx_gather_" << f << "(const " << T

@@ -186,7 +186,7 @@ at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, cons
 ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor& dagg, const at::Tensor& x_table,
                                            const at::Tensor& xindex, const at::Tensor& Y, const at::Tensor& R,
                                            const at::Tensor& row_ptr, at::Tensor dx, const XIndexCsr& x_csr,
-                                           const at::Tensor& radial_index) {
+                                           const at::Tensor& radial_index, bool sum_dR_per_radial_row) {
   const int64_t nrows = dagg.defined() ? dagg.size(0) : 0;
   const Inputs in = check_inputs(op, x_table, xindex, Y, R, radial_index, row_ptr, nrows);
   const ConvTPDescriptor& d = op.descriptor();
@@ -202,9 +202,13 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
   const at::Tensor x_perm = dx.defined() ? x_csr.perm.contiguous() : at::Tensor();
   const at::Tensor x_ptr = dx.defined() ? x_csr.ptr.contiguous() : at::Tensor();
   ConvTPEdgeGrads out;
-  out.dR = at::empty({E, d.weight_numel}, in.Y.options());
-  out.dY = at::empty({E, d.dim_sh}, in.Y.options());
   const ConvTPSpecialized* spec = op.specialized();
+  const bool by_row = sum_dR_per_radial_row && in.radial_index.defined();
+  // The specialised kernels add each edge's dR into its row; the others write per edge, summed below.
+  const bool kernel_by_row = by_row && spec;
+  out.dR = kernel_by_row ? at::zeros({in.R.size(0), d.weight_numel}, in.Y.options())
+                         : at::empty({E, d.weight_numel}, in.Y.options());
+  out.dY = at::empty({E, d.dim_sh}, in.Y.options());
   // Each edge's row, for the table-driven kernels that start from an edge (no search through row_ptr);
   // the specialised ones start from rows and need scratch for partial dY and per-edge dx instead.
   const at::Tensor edge_row =
@@ -218,6 +222,7 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
     ConvTPGradients<scalar_t> grads;
     grads.dagg = g_agg.data_ptr<scalar_t>();
     grads.dR = out.dR.data_ptr<scalar_t>();
+    grads.dR_by_radial_row = kernel_by_row;
     grads.dY = out.dY.data_ptr<scalar_t>();
     if (dx.defined()) {
       grads.dx = dx.data_ptr<scalar_t>();
@@ -239,6 +244,10 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
 #endif
     }
   });
+  // (index_add_ adds in edge order on the CPU and atomically on CUDA: with at most two edges per row
+  // both give 0 + a + b exactly)
+  if (by_row && !kernel_by_row)
+    out.dR = at::zeros({in.R.size(0), d.weight_numel}, out.dR.options()).index_add_(0, in.radial_index, out.dR);
   return out;
 }
 

@@ -53,15 +53,18 @@ at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, cons
                              const at::Tensor& radial_index = {});
 
 struct ConvTPEdgeGrads {
-  at::Tensor dR;  // [E, weight_numel]
+  at::Tensor dR;  // [E, weight_numel], or [R rows, weight_numel] (summed per radial row)
   at::Tensor dY;  // [E, dim(sh)]
 };
 // Gradients for dagg [nrows, dim(mid)]. When dx is defined ([X, dim(in1)], contiguous) the x-table
 // gradient is added to it; x_csr must then be xindex_csr(xindex, X). dR is per edge ([E,
-// weight_numel]) also with a radial index.
+// weight_numel]), also with a radial index, unless sum_dR_per_radial_row: then it is per row of R,
+// the sum over the edges sharing that row, which must be at most two per row (reverse-edge pairs:
+// the sum is then exact and deterministic on every device).
 ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor& dagg, const at::Tensor& x_table,
                                            const at::Tensor& xindex, const at::Tensor& Y, const at::Tensor& R,
                                            const at::Tensor& row_ptr, at::Tensor dx = {},
-                                           const XIndexCsr& x_csr = {}, const at::Tensor& radial_index = {});
+                                           const XIndexCsr& x_csr = {}, const at::Tensor& radial_index = {},
+                                           bool sum_dR_per_radial_row = false);
 
 }  // namespace flashmace

@@ -17,7 +17,7 @@ namespace {
 
 namespace drv = cuda_driver;
 
-const char* const kKernels[] = {"tp_forward", "tp_backward", "tp_dy_reduce", "tp_dx_gather"};
+const char* const kKernels[] = {"tp_forward", "tp_backward", "tp_backward_rows", "tp_dy_reduce", "tp_dx_gather"};
 constexpr long long kMaxSplits = 8;  // warps per row in the backward kernel
 
 class LoadedConvTP final : public ConvTPSpecialized {
@@ -119,7 +119,7 @@ void ConvTPSpecialized::backward(const ConvTPEdges<T>& g, const ConvTPGradients<
   const long long row_threads = std::max(1LL, nrows * channels_);
   int splits = static_cast<int>(std::min<long long>(kMaxSplits, (kTargetThreads + row_threads - 1) / row_threads));
   void* bwd[] = {&x, &xindex, &Y, &R, &rindex, &row_ptr, &dagg, &dR, &dYp, &dxe_or_null, &nrows, &splits};
-  launch("tp_backward", f64, nrows * splits * channels_, bwd, stream);
+  launch(d.dR_by_radial_row && rindex ? "tp_backward_rows" : "tp_backward", f64, nrows * splits * channels_, bwd, stream);
   const T* dYp_in = dYp;
   void* reduce[] = {&dYp_in, &dY, &E};
   launch("tp_dy_reduce", f64, E * dim_sh_, reduce, stream);

@@ -93,20 +93,23 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
     std::tie(grad_hidden, g.dY) =
         layer.first->sums_backward(dS, s.hidden, s.geometry.sh, in.x_index, in.row_ptr, radial_index(in));
   } else {
+    // With pairs, dR comes summed per shared row: the MLP's backward then runs on one row per pair.
+    const bool by_row = in.pairs != nullptr;
     g = in.x_gradient ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                                    in.row_ptr, *x_table_grad,
                                                    in.x_csr ? *in.x_csr : xindex_csr(in.x_index, in.x_table.size(0)),
-                                                   radial_index(in))
+                                                   radial_index(in), by_row)
                       : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
-                                                   in.row_ptr, {}, {}, radial_index(in));
+                                                   in.row_ptr, {}, {}, radial_index(in), by_row);
   }
   lap(timer, "tp_backward");
   at::Tensor grad_ef;
   {
     const Tf32Scope tf32(layer.tf32);
-    if (!layer.first) grad_hidden = at::mm(g.dR, layer.radial.back().t());  // through the output layer, per edge
+    // Through the output layer: per edge, or per shared row (dR already summed over its pair).
+    if (!layer.first) grad_hidden = at::mm(g.dR, layer.radial.back().t());
     // A pair's MLP row gets both edges' gradients; its distance gradient goes half to each edge.
-    if (in.pairs) grad_hidden = sum_pair_rows(*in.pairs, grad_hidden);
+    if (in.pairs && layer.first) grad_hidden = sum_pair_rows(*in.pairs, grad_hidden);
     grad_ef = radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden);
     if (in.pairs) grad_ef = grad_ef.index_select(0, in.pairs->index) * in.pairs->share;
   }

@@ -56,7 +56,9 @@ struct Results {
 // The kernels on p (its dtype and device); dx accumulated onto a non-zero start and returned minus it.
 // specialize: on CUDA, the generated kernels (required to be available) instead of the table-driven ones.
 // radial_index: p.R holds shared rows, edge e uses row radial_index[e].
-Results run_kernels(const ConvTPProblem& p, bool specialize = false, const at::Tensor& radial_index = {}) {
+// dR_by_row: dR summed per radial row (at most two edges per row).
+Results run_kernels(const ConvTPProblem& p, bool specialize = false, const at::Tensor& radial_index = {},
+                    bool dR_by_row = false) {
   const ConvTPOp op(ConvTPDescriptor::build(p.in1, p.sh, p.layout), p.x.options(), specialize);
   if (specialize && p.x.is_cuda()) {
     EXPECT_NE(op.specialized(), nullptr) << "specialised kernels not built";
@@ -66,7 +68,7 @@ Results run_kernels(const ConvTPProblem& p, bool specialize = false, const at::T
   const at::Tensor dx0 = at::full_like(p.x, 0.25);
   at::Tensor dx = dx0.clone();
   const ConvTPEdgeGrads g = conv_tp_aggregate_backward(op, p.dagg, p.x, p.xindex, p.Y, p.R, p.row_ptr, dx,
-                                                       xindex_csr(p.xindex, p.num_x), radial_index);
+                                                       xindex_csr(p.xindex, p.num_x), radial_index, dR_by_row);
   r.dR = g.dR;
   r.dY = g.dY;
   r.dx = dx - dx0;
@@ -253,7 +255,8 @@ TEST(ConvTPKernelsCpu, RejectsMismatchedTensors) {
 }
 
 // Edges sharing radial rows through an index give exactly the results of each edge holding a copy
-// of its row (the kernels read the same numbers): the radial-MLP pairing of the fast engine.
+// of its row (the kernels read the same numbers): the radial-MLP pairing of the fast engine; with
+// pairs, dR can also come summed per row.
 void check_radial_index(const at::Device& device, bool specialize) {
   const Irreps in1 = Irreps::parse("32x0e+32x1o"), sh = Irreps::spherical_harmonics(3);
   const ConvTPLayout layout = conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e+3o"));
@@ -272,6 +275,26 @@ void check_radial_index(const at::Device& device, bool specialize) {
     EXPECT_TRUE(at::equal(a.dR, b.dR)) << dtype;
     EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;
     EXPECT_TRUE(at::equal(a.dx, b.dx)) << dtype;
+  }
+  // Rows shared by at most two edges (reverse-edge pairs): dR summed per row is the per-edge dR
+  // added up in edge order, bit for bit, whatever order the device adds in.
+  const at::Tensor pair_index = at::div(at::randperm(E, p.xindex.options()), 2, "floor");
+  const int64_t pairs = (E + 1) / 2;
+  const at::Tensor pair_rows = p.R.narrow(0, 0, pairs).clone();
+  for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+    const auto options = at::TensorOptions().dtype(dtype).device(device);
+    p.R = pair_rows.index_select(0, pair_index);
+    const ConvTPProblem expanded = testing::convert(p, options);
+    ConvTPProblem indexed = expanded;
+    indexed.R = pair_rows.to(options);
+    const Results a = run_kernels(expanded, specialize),
+                  b = run_kernels(indexed, specialize, pair_index.to(device), /*dR_by_row=*/true);
+    const at::Tensor summed =
+        at::zeros({pairs, a.dR.size(1)}, a.dR.options().device(at::kCPU)).index_add_(0, pair_index, a.dR.cpu());
+    EXPECT_EQ(b.dR.size(0), pairs) << dtype;
+    EXPECT_TRUE(at::equal(b.dR.cpu(), summed)) << dtype;
+    EXPECT_TRUE(at::equal(a.agg, b.agg)) << dtype;
+    EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;
   }
 }
 
