@@ -47,13 +47,6 @@ std::string pname(const char* prefix, std::size_t path, int m) {
   return prefix + std::to_string(path) + "_" + std::to_string(m);
 }
 
-void emit_row_prologue(std::ostringstream& s, const ConvTPDescriptor& d) {
-  s << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    << "  if (tid >= nrows * " << d.max_mul << "LL) return;\n"
-    << "  const long long row = tid / " << d.max_mul << ";\n"
-    << "  const int u = (int)(tid % " << d.max_mul << ");\n";
-}
-
 // The edge loop's loads: this channel's x values of every block, the used Y components, R's row.
 void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
   s << "    const T* __restrict__ xr = x + xindex[e] * " << d.dim_in1 << "LL;\n"
@@ -78,15 +71,23 @@ void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::m
   // kForwardEdgeBlock edges (bP_m), and each block's partial sum added in double (aP_m). Converting
   // every term to double would cost one float->double conversion per term, a pipe 8x narrower than
   // the FMAs on sm_90: it made the float32 kernel conversion-bound.
+  // With splits > 1 (few rows: more threads in flight), `splits` threads share a row's channel,
+  // each summing one contiguous part of its edges into part[split] (double); tp_forward_join adds
+  // the parts in split order (deterministic). With one split the row's sum goes straight to agg.
   s << "template <typename T>\n__device__ __forceinline__ void tp_forward(const T* __restrict__ x, "
        "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
        "const long long* __restrict__ rindex, const long long* __restrict__ row_ptr, T* __restrict__ agg, "
-       "long long nrows) {\n";
-  emit_row_prologue(s, d);
+       "double* __restrict__ part, long long nrows, int splits) {\n";
+  s << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  if (tid >= nrows * splits * " << d.max_mul << "LL) return;\n"
+    << "  const long long row = tid / (" << d.max_mul << "LL * splits);\n"
+    << "  const int split = (int)((tid / " << d.max_mul << ") % splits);\n"
+    << "  const int u = (int)(tid % " << d.max_mul << ");\n";
   for (std::size_t P = 0; P < d.paths.size(); ++P)
     for (int m = 0; m < d.paths[P].d3; ++m) s << "  double " << pname("a", P, m) << " = 0.0;\n";
-  s << "  const long long e1 = row_ptr[row + 1];\n"
-    << "  for (long long e = row_ptr[row]; e < e1;) {\n"
+  s << "  const long long b0 = row_ptr[row], n = row_ptr[row + 1] - b0;\n"
+    << "  const long long e1 = b0 + n * (split + 1) / splits;\n"
+    << "  for (long long e = b0 + n * split / splits; e < e1;) {\n"
     << "    const long long eb = e + " << kForwardEdgeBlock << " < e1 ? e + " << kForwardEdgeBlock << " : e1;\n";
   for (std::size_t P = 0; P < d.paths.size(); ++P)
     for (int m = 0; m < d.paths[P].d3; ++m) s << "    T " << pname("b", P, m) << " = T(0);\n";
@@ -116,13 +117,29 @@ void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::m
     for (int m = 0; m < d.paths[P].d3; ++m)
       s << "    " << pname("a", P, m) << " += (double)" << pname("b", P, m) << ";\n";
   s << "  }\n"
-    << "  T* __restrict__ o = agg + row * " << d.dim_mid << "LL;\n";
+    << "  if (splits == 1) {\n"
+    << "    T* __restrict__ o = agg + row * " << d.dim_mid << "LL;\n";
   for (std::size_t P = 0; P < d.paths.size(); ++P) {
     const ConvTPPathDescriptor& p = d.paths[P];
     for (int m = 0; m < p.d3; ++m)
-      s << "  o[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "] = (T)" << pname("a", P, m) << ";\n";
+      s << "    o[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "] = (T)" << pname("a", P, m) << ";\n";
   }
-  s << "}\n\n";
+  s << "  } else {\n"
+    << "    double* __restrict__ o = part + (split * nrows + row) * " << d.dim_mid << "LL;\n";
+  for (std::size_t P = 0; P < d.paths.size(); ++P) {
+    const ConvTPPathDescriptor& p = d.paths[P];
+    for (int m = 0; m < p.d3; ++m)
+      s << "    o[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "] = " << pname("a", P, m) << ";\n";
+  }
+  s << "  }\n}\n\n";
+  s << "template <typename T>\n__device__ __forceinline__ void tp_forward_join(const double* __restrict__ part, "
+       "T* __restrict__ agg, long long nrows, int splits) {\n"
+    << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  const long long n = nrows * " << d.dim_mid << "LL;\n"
+    << "  if (tid >= n) return;\n"
+    << "  double s = 0.0;\n"
+    << "  for (int k = 0; k < splits; ++k) s += part[k * n + tid];\n"
+    << "  agg[tid] = (T)s;\n}\n\n";
 }
 
 // Sums v0..v(P-1) over the warp's 32 lanes; afterwards lane l holds the sum of component l % P in v0.
@@ -252,8 +269,12 @@ std::string generate_conv_tp_cuda_source(const ConvTPDescriptor& d) {
     const std::string f = std::string(t) == "float" ? "f32" : "f64", T(t);
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_forward_" << f << "(const " << T
       << "* x, const long long* xindex, const " << T << "* Y, const " << T
-      << "* R, const long long* rindex, const long long* row_ptr, " << T << "* agg, long long nrows) { tp_forward<" << T
-      << ">(x, xindex, Y, R, rindex, row_ptr, agg, nrows); }\n";
+      << "* R, const long long* rindex, const long long* row_ptr, " << T
+      << "* agg, double* part, long long nrows, int splits) { tp_forward<" << T
+      << ">(x, xindex, Y, R, rindex, row_ptr, agg, part, nrows, splits); }\n";
+    s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_forward_join_" << f
+      << "(const double* part, " << T << "* agg, long long nrows, int splits) { tp_forward_join<" << T
+      << ">(part, agg, nrows, splits); }\n";
     for (const char* rows : {"", "_rows"})
       s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_backward" << rows << "_" << f
         << "(const " << T << "* x, const long long* xindex, const " << T << "* Y, const " << T

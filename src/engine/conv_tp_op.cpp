@@ -164,6 +164,9 @@ at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, cons
                              const at::Tensor& radial_index) {
   const Inputs in = check_inputs(op, x_table, xindex, Y, R, radial_index, row_ptr, nrows);
   at::Tensor agg = at::empty({nrows, op.descriptor().dim_mid}, in.Y.options());
+  const ConvTPSpecialized* spec = op.device().is_cuda() ? op.specialized() : nullptr;
+  const int64_t scratch = spec ? spec->forward_scratch(nrows) : 0;
+  const at::Tensor part = scratch > 0 ? at::empty({scratch}, in.Y.options().dtype(at::kDouble)) : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES(op.dtype(), "conv_tp_aggregate", [&] {
     const ConvTPEdges<scalar_t> g = edges<scalar_t>(in.x, in.xindex, in.Y, in.R, in.radial_index, in.row_ptr, nrows);
     if (op.device().is_cpu()) {
@@ -171,8 +174,9 @@ at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, cons
     } else {
 #if FLASHMACE_CUDA_KERNELS
       const c10::cuda::CUDAGuard guard(op.device());
-      if (op.specialized())
-        op.specialized()->forward(g, agg.data_ptr<scalar_t>(), current_stream(op.device()));
+      if (spec)
+        spec->forward(g, agg.data_ptr<scalar_t>(), part.defined() ? part.data_ptr<double>() : nullptr,
+                      current_stream(op.device()));
       else
         conv_tp_forward_cuda(op.tables<scalar_t>(), g, agg.data_ptr<scalar_t>(), current_stream(op.device()));
 #else

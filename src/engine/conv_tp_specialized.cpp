@@ -17,8 +17,12 @@ namespace {
 
 namespace drv = cuda_driver;
 
-const char* const kKernels[] = {"tp_forward", "tp_backward", "tp_backward_rows", "tp_dy_reduce", "tp_dx_gather"};
-constexpr long long kMaxSplits = 8;  // warps per row in the backward kernel
+const char* const kKernels[] = {"tp_forward", "tp_forward_join", "tp_backward", "tp_backward_rows", "tp_dy_reduce",
+                                "tp_dx_gather"};
+constexpr long long kMaxSplits = 8;         // warps per row in the backward kernel
+constexpr long long kMaxForwardSplits = 4;  // threads per row and channel in the forward kernel
+// Enough threads to fill the GPU twice over (132 SMs x 2048 on an H200) when rows are few.
+constexpr long long kTargetThreads = 2LL * 132 * 2048;
 
 class LoadedConvTP final : public ConvTPSpecialized {
  public:
@@ -26,6 +30,7 @@ class LoadedConvTP final : public ConvTPSpecialized {
     channels_ = d.max_mul;
     dim_in1_ = d.dim_in1;
     dim_sh_ = d.dim_sh;
+    dim_mid_ = d.dim_mid;
     dy_parts_ = conv_tp_dy_parts(d);
     dy_padded_ = conv_tp_dy_padded(d);
     arch_ = std::move(arch);
@@ -89,16 +94,33 @@ std::unique_ptr<ConvTPSpecialized> ConvTPSpecialized::create(const ConvTPDescrip
   }
 }
 
+int ConvTPSpecialized::forward_splits(long long nrows) const {
+  const long long row_threads = std::max(1LL, nrows * channels_);
+  return static_cast<int>(std::min(kMaxForwardSplits, (kTargetThreads + row_threads - 1) / row_threads));
+}
+
+long long ConvTPSpecialized::forward_scratch(long long nrows) const {
+  const int splits = forward_splits(nrows);
+  return splits > 1 ? splits * nrows * dim_mid_ : 0;
+}
+
 template <typename T>
-void ConvTPSpecialized::forward(const ConvTPEdges<T>& g, T* agg, void* stream) const {
+void ConvTPSpecialized::forward(const ConvTPEdges<T>& g, T* agg, double* part, void* stream) const {
+  const bool f64 = std::is_same_v<T, double>;
   const T* x = g.x;
   const long long* xindex = reinterpret_cast<const long long*>(g.xindex);
   const T *Y = g.Y, *R = g.R;
   const long long* rindex = reinterpret_cast<const long long*>(g.radial_index);
   const long long* row_ptr = reinterpret_cast<const long long*>(g.row_ptr);
   long long nrows = g.nrows;
-  void* args[] = {&x, &xindex, &Y, &R, &rindex, &row_ptr, &agg, &nrows};
-  launch("tp_forward", std::is_same_v<T, double>, nrows * channels_, args, stream);
+  int splits = forward_splits(nrows);
+  void* args[] = {&x, &xindex, &Y, &R, &rindex, &row_ptr, &agg, &part, &nrows, &splits};
+  launch("tp_forward", f64, nrows * splits * channels_, args, stream);
+  if (splits > 1) {
+    const double* parts = part;
+    void* join[] = {&parts, &agg, &nrows, &splits};
+    launch("tp_forward_join", f64, nrows * dim_mid_, join, stream);
+  }
 }
 
 template <typename T>
@@ -114,8 +136,6 @@ void ConvTPSpecialized::backward(const ConvTPEdges<T>& g, const ConvTPGradients<
   long long nrows = g.nrows, E = g.num_edges, num_x = g.num_x;
   T *dR = d.dR, *dY = d.dY, *dx = d.dx;
   T* dxe_or_null = dx ? dxe : nullptr;
-  // Enough threads to fill the GPU twice over (132 SMs x 2048 on an H200) when rows are few.
-  constexpr long long kTargetThreads = 2LL * 132 * 2048;
   const long long row_threads = std::max(1LL, nrows * channels_);
   int splits = static_cast<int>(std::min<long long>(kMaxSplits, (kTargetThreads + row_threads - 1) / row_threads));
   void* bwd[] = {&x, &xindex, &Y, &R, &rindex, &row_ptr, &dagg, &dR, &dYp, &dxe_or_null, &nrows, &splits};
@@ -132,8 +152,8 @@ void ConvTPSpecialized::backward(const ConvTPEdges<T>& g, const ConvTPGradients<
   }
 }
 
-template void ConvTPSpecialized::forward<float>(const ConvTPEdges<float>&, float*, void*) const;
-template void ConvTPSpecialized::forward<double>(const ConvTPEdges<double>&, double*, void*) const;
+template void ConvTPSpecialized::forward<float>(const ConvTPEdges<float>&, float*, double*, void*) const;
+template void ConvTPSpecialized::forward<double>(const ConvTPEdges<double>&, double*, double*, void*) const;
 template void ConvTPSpecialized::backward<float>(const ConvTPEdges<float>&, const ConvTPGradients<float>&, float*,
                                                  float*, void*) const;
 template void ConvTPSpecialized::backward<double>(const ConvTPEdges<double>&, const ConvTPGradients<double>&,

@@ -1,6 +1,7 @@
 #include "engine/edge_topology.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/error.h"
 #include "engine/message_stage.h"
@@ -55,7 +56,9 @@ int64_t padded_count(int64_t count, int64_t granule) {
 
 EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const TopologyOptions& o,
                                  const at::Tensor& atomic_numbers) {
+  static std::atomic<int64_t> builds{0};
   EdgeTopology t;
+  t.id = ++builds;
   t.edges = g.sender.size(0);
   t.atoms = g.species.size(0);
   t.nlocal = nlocal;

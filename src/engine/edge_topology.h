@@ -65,6 +65,7 @@ class EdgeTopology {
   int64_t padded_edges = 0, padded_atoms = 0;  // array sizes (the real counts without padding)
   int64_t nlocal = 0;
   TopologyOptions options;
+  int64_t id = 0;  // unique per build(): equal ids mean the same connectivity
 
   at::Tensor order;                       // [padded_edges] caller's edge index of each sorted edge (>= edges: padding)
   at::Tensor sender, receiver;            // [padded_edges] in receiver order

@@ -198,7 +198,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     std::vector<RadialPairCache::Chunk> pair_chunks;
     for (const EdgeChunk& ch : topo.chunks) pair_chunks.push_back({ch.begin, ch.count, paired(ch.count)});
     std::vector<RadialPairs> pairs =
-        pair_cache_.pairs(topo.sender, topo.receiver, v64, pair_chunks, p_.options.dtype().toScalarType());
+        pair_cache_.pairs(topo.sender, topo.receiver, v64, pair_chunks, p_.options.dtype().toScalarType(), topo.id);
     // (padded rows as in a graph step, so that padding tests cover them)
     if (settings_.pad_to_bucket)
       for (RadialPairs& p : pairs)
@@ -239,8 +239,9 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
 
 void FastEngine::update_graph_pairs() {
   const EdgeTopology& topo = topology_;
-  const std::vector<RadialPairs>& made = pair_cache_.pairs(topo.sender, topo.receiver, graph_v64_,
-                                                           {{0, topo.padded_edges, true}}, p_.options.dtype().toScalarType());
+  const std::vector<RadialPairs>& made =
+      pair_cache_.pairs(topo.sender, topo.receiver, graph_v64_, {{0, topo.padded_edges, true}},
+                        p_.options.dtype().toScalarType(), topo.id);
   if (pair_cache_.generation() == graph_pairs_generation_ && !graph_pairs_.empty()) return;
   graph_pairs_generation_ = pair_cache_.generation();
   const RadialPairs padded = pad_pair_rows(made.front(), padded_count(made.front().rows, 1024));

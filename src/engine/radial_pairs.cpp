@@ -72,7 +72,7 @@ RadialPairs pair_reverse_edges(const at::Tensor& sender, const at::Tensor& recei
 
 const std::vector<RadialPairs>& RadialPairCache::pairs(const at::Tensor& sender, const at::Tensor& receiver,
                                                        const at::Tensor& vectors, const std::vector<Chunk>& chunks,
-                                                       at::ScalarType dtype) {
+                                                       at::ScalarType dtype, int64_t edges_id) {
   bool any = false;
   for (const Chunk& c : chunks) any = any || c.paired;
   if (!any) {  // nothing to pair, nothing to check
@@ -84,8 +84,14 @@ const std::vector<RadialPairs>& RadialPairCache::pairs(const at::Tensor& sender,
   }
   if (sender_.defined() && chunks == chunks_ && dtype == dtype_ && sender.size(0) == sender_.size(0) &&
       sender.device() == sender_.device()) {
-    at::Tensor same = (sender == sender_).all() & (receiver == receiver_).all();
-    if (pa_.numel() > 0) same = same & (vectors.index_select(0, pa_) == -vectors.index_select(0, pb_)).all();
+    const bool known = edges_id >= 0 && edges_id == edges_id_;
+    if (known && pa_.numel() == 0) return pairs_;
+    at::Tensor same;
+    if (!known) same = (sender == sender_).all() & (receiver == receiver_).all();
+    if (pa_.numel() > 0) {
+      const at::Tensor negated = (vectors.index_select(0, pa_) == -vectors.index_select(0, pb_)).all();
+      same = same.defined() ? same & negated : negated;
+    }
     if (same.item<bool>()) return pairs_;
   }
   pairs_.assign(chunks.size(), RadialPairs{});
@@ -107,6 +113,7 @@ const std::vector<RadialPairs>& RadialPairCache::pairs(const at::Tensor& sender,
   receiver_ = receiver.clone();
   chunks_ = chunks;
   dtype_ = dtype;
+  edges_id_ = edges_id;
   ++generation_;
   return pairs_;
 }

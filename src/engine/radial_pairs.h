@@ -45,9 +45,11 @@ class RadialPairCache {
     bool paired = false;  // false: no pairs for this chunk (RadialPairs left empty)
     bool operator==(const Chunk& o) const { return begin == o.begin && count == o.count && paired == o.paired; }
   };
-  // sender, receiver [E] int64, vectors [E, 3] float64, all edges in the chunks' order.
+  // sender, receiver [E] int64, vectors [E, 3] float64, all edges in the chunks' order. edges_id,
+  // when >= 0, names the sender/receiver arrays (an EdgeTopology id): the same id as last time
+  // promises the same arrays, which are then not compared again.
   const std::vector<RadialPairs>& pairs(const at::Tensor& sender, const at::Tensor& receiver, const at::Tensor& vectors,
-                                        const std::vector<Chunk>& chunks, at::ScalarType dtype);
+                                        const std::vector<Chunk>& chunks, at::ScalarType dtype, int64_t edges_id = -1);
   // Counts the pairings made so far: it changes whenever pairs() returned new pairs.
   int64_t generation() const { return generation_; }
 
@@ -57,6 +59,7 @@ class RadialPairCache {
   std::vector<RadialPairs> pairs_;
   at::ScalarType dtype_ = at::kDouble;
   int64_t generation_ = 0;
+  int64_t edges_id_ = -1;
 };
 
 // [E, K] per edge -> [U, K]: per row, its first edge's values plus its second edge's (in that order,
