@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "core/model_file.h"
 #include "engine/conv_tp_codegen.h"
@@ -257,36 +258,40 @@ TEST(ConvTPKernelsCpu, RejectsMismatchedTensors) {
 // Edges sharing radial rows through an index give exactly the results of each edge holding a copy
 // of its row (the kernels read the same numbers): the radial-MLP pairing of the fast engine; with
 // pairs, dR can also come summed per row.
+// p with the radial rows `rows` copied to every edge (first) and shared through `index` (second).
+std::pair<ConvTPProblem, ConvTPProblem> share_radial_rows(ConvTPProblem p, const at::Tensor& rows,
+                                                          const at::Tensor& index, const at::TensorOptions& options) {
+  p.R = rows.index_select(0, index);
+  ConvTPProblem expanded = testing::convert(p, options);
+  ConvTPProblem indexed = expanded;
+  indexed.R = rows.to(options);
+  return {expanded, indexed};
+}
+
 void check_radial_index(const at::Device& device, bool specialize) {
   const Irreps in1 = Irreps::parse("32x0e+32x1o"), sh = Irreps::spherical_harmonics(3);
   const ConvTPLayout layout = conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e+3o"));
-  ConvTPProblem p = testing::make_conv_tp_problem(in1, sh, layout, {3, 0, 5, 1, 7, 2}, 9, 21);
+  const ConvTPProblem p = testing::make_conv_tp_problem(in1, sh, layout, {3, 0, 5, 1, 7, 2}, 9, 21);
   const int64_t E = p.Y.size(0), U = 6;
   const at::Tensor shared = p.R.narrow(0, 0, U).clone();
   const at::Tensor index = at::remainder(at::arange(E, p.xindex.options()) * 5, U);
-  for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
-    const auto options = at::TensorOptions().dtype(dtype).device(device);
-    p.R = shared.index_select(0, index);
-    const ConvTPProblem expanded = testing::convert(p, options);
-    ConvTPProblem indexed = expanded;
-    indexed.R = shared.to(options);
-    const Results a = run_kernels(expanded, specialize), b = run_kernels(indexed, specialize, index.to(device));
-    EXPECT_TRUE(at::equal(a.agg, b.agg)) << dtype;
-    EXPECT_TRUE(at::equal(a.dR, b.dR)) << dtype;
-    EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;
-    EXPECT_TRUE(at::equal(a.dx, b.dx)) << dtype;
-  }
-  // Rows shared by at most two edges (reverse-edge pairs): dR summed per row is the per-edge dR
-  // added up in edge order, bit for bit, whatever order the device adds in.
-  const at::Tensor pair_index = at::div(at::randperm(E, p.xindex.options()), 2, "floor");
+  // Rows shared by at most two edges (reverse-edge pairs), for dR summed per row.
   const int64_t pairs = (E + 1) / 2;
   const at::Tensor pair_rows = p.R.narrow(0, 0, pairs).clone();
+  const at::Tensor pair_index = at::div(at::randperm(E, p.xindex.options()), 2, "floor");
   for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
     const auto options = at::TensorOptions().dtype(dtype).device(device);
-    p.R = pair_rows.index_select(0, pair_index);
-    const ConvTPProblem expanded = testing::convert(p, options);
-    ConvTPProblem indexed = expanded;
-    indexed.R = pair_rows.to(options);
+    {
+      const auto [expanded, indexed] = share_radial_rows(p, shared, index, options);
+      const Results a = run_kernels(expanded, specialize), b = run_kernels(indexed, specialize, index.to(device));
+      EXPECT_TRUE(at::equal(a.agg, b.agg)) << dtype;
+      EXPECT_TRUE(at::equal(a.dR, b.dR)) << dtype;
+      EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;
+      EXPECT_TRUE(at::equal(a.dx, b.dx)) << dtype;
+    }
+    // dR summed per row is the per-edge dR added up in edge order, bit for bit, whatever order the
+    // device adds in.
+    const auto [expanded, indexed] = share_radial_rows(p, pair_rows, pair_index, options);
     const Results a = run_kernels(expanded, specialize),
                   b = run_kernels(indexed, specialize, pair_index.to(device), /*dR_by_row=*/true);
     const at::Tensor summed =
@@ -295,6 +300,7 @@ void check_radial_index(const at::Device& device, bool specialize) {
     EXPECT_TRUE(at::equal(b.dR.cpu(), summed)) << dtype;
     EXPECT_TRUE(at::equal(a.agg, b.agg)) << dtype;
     EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;
+    EXPECT_TRUE(at::equal(a.dx, b.dx)) << dtype;
   }
 }
 
