@@ -5,7 +5,8 @@ plain style's numbers: the same plugin's mace/flash in the same LAMMPS without -
   energy, per-atom energies, forces, virial and per-atom virials, on 1 and 2 ranks.
 * The MD example (examples/lammps/in.md, 108 atoms, NVT then NVE): 100 steps of thermo output
   (energy, its per-atom sum, pressure and its per-atom sum) and the final positions and forces.
-* Its errors are the plain style's (the common base's messages).
+* The minimization example (examples/lammps/in.min, fix box/relax): 20 iterations.
+* Its errors are the plain style's (the common base's messages); `exchange off` changes its numbers.
 
 Tolerances (float64). One step: both styles run the same evaluator on the same edges, summed in
 another order only if LAMMPS's Kokkos neighbour list orders neighbours differently (~1e-15
@@ -39,8 +40,9 @@ def both_styles(tmp_path, run):
     (tmp_path / "kk").mkdir()
     plain = run(tmp_path / "plain", ())
     kk = run(tmp_path / "kk", KOKKOS)
-    assert "pair mace/flash/kk, perpetual" in kk["output"], kk["output"][-3000:]
-    assert "pair mace/flash, perpetual" in plain["output"] and "mace/flash/kk" not in plain["output"]
+    # LAMMPS names the style of each neighbour list it builds.
+    assert "(1) pair mace/flash/kk, perpetual" in kk["output"], kk["output"][-3000:]
+    assert "(1) pair mace/flash, perpetual" in plain["output"], plain["output"][-3000:]
     return plain, kk
 
 
@@ -58,14 +60,36 @@ def test_kk_equals_plain_on_reference_structures(tmp_path, case, nprocs):
     print(f"{case} on {nprocs} ranks: max |kk - plain| = {diffs}")
 
 
-def md_run(workdir, nprocs, args):
+def test_kk_without_exchange_differs_np1(tmp_path):
+    # Negative control: the kk style's ghost exchange (its own pack/unpack kernels) carries the
+    # numbers above; with `exchange off` its ghosts keep zero features and the result moves.
+    plain, kk = both_styles(tmp_path, lambda d, args: lammps_results(
+        d, "small_l1", 1, style="" if not args else "exchange off", exe=[LMP], args=args, preamble=PREAMBLE))
+    assert np.max(np.abs(kk["forces"] - plain["forces"])) > 1e-4
+
+
+def example_run(workdir, deck, nprocs, args, more):
     shutil.copy(f"{EXAMPLES}/cuni_fcc108.data", workdir)
     model = os.path.abspath(f"{EXAMPLES}/../../potentials/CuNi-flashmace.safetensors")
-    deck = PREAMBLE + open(f"{EXAMPLES}/in.md").read()
-    deck += "write_dump all custom final.dump id x y z fx fy fz modify sort id format float %.17g\n"
-    out = run_lammps(workdir, deck, nprocs, exe=[LMP], args=[*args, "-var", "model", model, "-var", "nvt_steps", "50",
-                                                             "-var", "nve_steps", "50", "-var", "thermo_every", "10"])
+    text = PREAMBLE + open(f"{EXAMPLES}/{deck}").read()
+    text += "write_dump all custom final.dump id x y z fx fy fz modify sort id format float %.17g\n"
+    out = run_lammps(workdir, text, nprocs, exe=[LMP], args=[*args, "-var", "model", model, *more])
     return {"output": out, "thermo": thermo_rows(out), "atoms": np.loadtxt(workdir / "final.dump", skiprows=9)}
+
+
+def assert_same_run(plain, kk, what):
+    scale = np.max(np.abs(plain["thermo"]), axis=0)
+    worst = np.max(np.abs(kk["thermo"] - plain["thermo"]) / scale)
+    np.testing.assert_array_equal(kk["atoms"][:, 0], plain["atoms"][:, 0])
+    positions = np.max(np.abs(kk["atoms"][:, 1:4] - plain["atoms"][:, 1:4]))
+    forces = np.max(np.abs(kk["atoms"][:, 4:7] - plain["atoms"][:, 4:7]))
+    print(f"{what}: thermo {worst:.2e} of the column scale, positions {positions:.2e} A, forces {forces:.2e} eV/A")
+    assert worst <= TRAJECTORY_TOL and positions <= TRAJECTORY_TOL and forces <= TRAJECTORY_TOL
+
+
+def md_run(workdir, nprocs, args):
+    return example_run(workdir, "in.md", nprocs, args, ["-var", "nvt_steps", "50", "-var", "nve_steps", "50",
+                                                       "-var", "thermo_every", "10"])
 
 
 @pytest.mark.parametrize("nprocs", [1, 2], ids=["np1", "np2"])
@@ -73,18 +97,18 @@ def test_kk_md_trajectory_equals_plain(tmp_path, nprocs):
     plain, kk = both_styles(tmp_path, lambda d, args: md_run(d, nprocs, args))
     assert kk["thermo"].shape == plain["thermo"].shape == (12, 12)  # steps 0..50, 50..100 every 10
     # Columns: step temp pe c_pe_sum ke etotal press v_press_sum pxx pyy pzz pxy (in.md).
-    scale = np.max(np.abs(plain["thermo"]), axis=0)
-    worst = np.max(np.abs(kk["thermo"] - plain["thermo"]) / scale)
-    np.testing.assert_array_equal(kk["atoms"][:, 0], plain["atoms"][:, 0])
-    positions = np.max(np.abs(kk["atoms"][:, 1:4] - plain["atoms"][:, 1:4]))
-    forces = np.max(np.abs(kk["atoms"][:, 4:7] - plain["atoms"][:, 4:7]))
-    print(f"100 steps on {nprocs} ranks: thermo {worst:.2e} of the column scale, positions {positions:.2e} A, "
-          f"forces {forces:.2e} eV/A")
-    assert worst <= TRAJECTORY_TOL and positions <= TRAJECTORY_TOL and forces <= TRAJECTORY_TOL
+    assert_same_run(plain, kk, f"100 MD steps on {nprocs} ranks")
     # Per-atom energies and virials add up to the totals along the trajectory, in the kk style too.
     pe, pe_sum, press, press_sum = (kk["thermo"][:, k] for k in (2, 3, 6, 7))
     np.testing.assert_allclose(pe_sum, pe, rtol=ENERGY_RTOL)
     np.testing.assert_allclose(press_sum, press, rtol=1e-9, atol=1e-6)
+
+
+def test_kk_box_relax_equals_plain(tmp_path):
+    # examples/lammps/in.min: fix box/relax (the virial drives the cell) with min_style cg (cg/kk).
+    plain, kk = both_styles(tmp_path, lambda d, args: example_run(d, "in.min", 1, args, ["-var", "iterations", "20"]))
+    assert kk["thermo"].shape == plain["thermo"].shape and len(kk["thermo"]) >= 3
+    assert_same_run(plain, kk, "20 box/relax iterations")
 
 
 ERROR_DECK = PREAMBLE + """units metal
