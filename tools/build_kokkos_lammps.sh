@@ -96,7 +96,9 @@ cmake --build "$work/lammps-build" -j "$jobs" > "$work/lammps.log" 2>&1 && cmake
   { tail -n 50 "$work/lammps.log"; exit 1; }
 say "LAMMPS done after $((SECONDS - start)) s"
 
-"$dest/lammps/bin/lmp" -h | grep -q "KOKKOS" || { echo "build_kokkos_lammps: $dest/lammps/bin/lmp lacks KOKKOS" >&2; exit 1; }
+# (Not `lmp -h | grep -q`: grep stops reading early, lmp gets SIGPIPE, and pipefail fails the check.)
+"$dest/lammps/bin/lmp" -h > "$work/lmp-help.txt"
+grep -q "KOKKOS" "$work/lmp-help.txt" || { echo "build_kokkos_lammps: $dest/lammps/bin/lmp lacks KOKKOS" >&2; exit 1; }
 cat > "$dest/flashmace-kokkos-lammps.cmake" <<EOF
 # Written by tools/build_kokkos_lammps.sh: the LAMMPS a Kokkos plugin is compiled against.
 set(FLASHMACE_KOKKOS_LAMMPS_SOURCE "$dest/lammps-src/src")
