@@ -39,19 +39,8 @@ headers="$cache/lammps-headers/$lammps_version"
 if [ ! -f "$headers/.complete" ]; then
   say "fetching the LAMMPS $lammps_version source package for fmt/, neigh_request.h, lammpsplugin.h"
   work=$(mktemp -d)
-  chmod 755 "$work"  # apt drops to user _apt for downloads
   trap 'rm -rf "$work"' EXIT
-  mkdir -p "$work/lists/partial" "$work/parts"
-  # A private deb-src list built from the system's own sources; the system apt config is untouched.
-  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$work/parts/src.sources"
-  else
-    grep -h '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' > "$work/parts/src.list"
-  fi
-  apt_opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$work/parts" -o "Dir::State::Lists=$work/lists")
-  apt-get "${apt_opts[@]}" update -qq
-  (cd "$work" && apt-get "${apt_opts[@]}" source --download-only -qq "lammps=$lammps_version" 2>/dev/null)
-  tarball=$(ls "$work"/lammps_*.orig.tar.* | head -n 1)
+  tarball=$("$here/fetch_lammps_source.sh" "$work" "$lammps_version" | tail -n 1)
   mkdir -p "$work/x" "$headers"
   tar -xf "$tarball" -C "$work/x" --wildcards '*/src/fmt/core.h' '*/src/fmt/format.h' '*/src/neigh_request.h' '*/src/lammpsplugin.h'
   src=$(dirname "$(find "$work/x" -name neigh_request.h | head -n 1)")

@@ -1,18 +1,9 @@
 // flashmaceplugin.so: `plugin load flashmaceplugin.so` registers pair_style mace/flash in LAMMPS
-// builds with the PLUGIN package (lammpsplugin.h: the C registration struct, unchanged since 2021).
-// LAMMPS does not check the C++ ABI: compile against the headers of the LAMMPS that loads it. The
-// one part of that ABI a plugin can check is LAMMPS's integer sizes (lmptype.h: tagint, bigint,
-// imageint, fixed when LAMMPS is compiled): a plugin of other sizes refuses to register.
-#include <string>
-
-#include "error.h"
+// builds with the PLUGIN package (plugin_registration.h). The Kokkos variants come from their own
+// plugin, built against a Kokkos LAMMPS (kokkos/flashmace_kk_plugin.cpp).
 #include "lammps.h"
-#include "lammpsplugin.h"
-#include "library.h"
 #include "pair_mace_flash.h"
-#if __has_include("version.h")  // in source trees; not installed by LAMMPS 2021
-#include "version.h"
-#endif
+#include "plugin_registration.h"
 
 using namespace LAMMPS_NS;
 
@@ -20,48 +11,10 @@ namespace {
 
 void* create_mace_flash(void* lmp) { return new PairMACEFlash(static_cast<LAMMPS*>(lmp)); }
 
-// "tagint 4, bigint 8, imageint 4 bytes (LAMMPS_SMALLBIG)"
-std::string describe_sizes(int tag, int big, int image) {
-  std::string name = "an unusual combination";
-  if (tag == 4 && big == 4 && image == 4) name = "LAMMPS_SMALLSMALL";
-  if (tag == 4 && big == 8 && image == 4) name = "LAMMPS_SMALLBIG";
-  if (tag == 8 && big == 8 && image == 8) name = "LAMMPS_BIGBIG";
-  return "tagint " + std::to_string(tag) + ", bigint " + std::to_string(big) + ", imageint " +
-         std::to_string(image) + " bytes (" + name + ")";
-}
-
-// Empty when the LAMMPS at `lmp` has the integer sizes this file was compiled for, else the error.
-// lammps_extract_setting reads them from the running LAMMPS (its library interface, plain C).
-std::string integer_size_mismatch(void* lmp) {
-  const int tag = lammps_extract_setting(lmp, "tagint");
-  const int big = lammps_extract_setting(lmp, "bigint");
-  const int image = lammps_extract_setting(lmp, "imageint");
-  if (tag == int(sizeof(tagint)) && big == int(sizeof(bigint)) && image == int(sizeof(imageint))) return "";
-  return "flashmaceplugin.so was compiled for LAMMPS integer sizes " +
-         describe_sizes(sizeof(tagint), sizeof(bigint), sizeof(imageint)) + ", but this LAMMPS has " +
-         describe_sizes(tag, big, image) + ": rebuild the plugin against this LAMMPS's headers "
-         "(cmake -DFLASHMACE_LAMMPS_HEADER_DIR=<its include dir> -DFLASHMACE_LAMMPS_INTEGER_SIZES=<its sizes>)";
-}
-
 }  // namespace
 
 extern "C" void lammpsplugin_init(void* lmp, void* handle, void* regfunc) {
-  auto* host = static_cast<LAMMPS*>(lmp);
-  // LAMMPS's top-level pointers and Error do not depend on the integer sizes, so the error can be
-  // raised through them before anything of other sizes is touched; it stops every rank.
-  const std::string mismatch = integer_size_mismatch(lmp);
-  if (!mismatch.empty()) host->error->all(FLERR, mismatch);
-  lammpsplugin_t plugin{};
-#ifdef LAMMPS_VERSION
-  plugin.version = LAMMPS_VERSION;  // LAMMPS warns when it differs from its own
-#else
-  plugin.version = host->version;
-#endif
-  plugin.style = "pair";
-  plugin.name = "mace/flash";
-  plugin.info = "MACE interatomic potentials with per-layer ghost exchange (flashmace)";
-  plugin.author = "flashmace developers";
-  plugin.creator.v1 = &create_mace_flash;
-  plugin.handle = handle;
-  reinterpret_cast<lammpsplugin_regfunc>(regfunc)(&plugin, lmp);
+  flashmace_lammps::register_pair_styles(
+      lmp, handle, regfunc, "flashmaceplugin.so",
+      {{"mace/flash", "MACE interatomic potentials with per-layer ghost exchange (flashmace)", &create_mace_flash}});
 }

@@ -35,6 +35,11 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   void begin();
   void finish();
 
+  // The rows of the exchange in progress (null between exchanges) and their width: the Kokkos
+  // style packs them with its own kernels.
+  double* rows() const { return rows_; }
+  int ncols() const { return ncols_; }
+
   // Pair::pack_forward_comm & co., with LAMMPS's arguments.
   int pack_forward(int n, const int* list, double* buf) const;
   void unpack_forward(int n, int first, const double* buf);

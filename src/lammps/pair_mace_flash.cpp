@@ -26,9 +26,6 @@ using namespace LAMMPS_NS;
 
 namespace {
 
-// Closer than this, two atoms overlap: an input or integration error, not physics to extrapolate.
-constexpr double kMinDistance = 0.1;  // A
-
 // Messages go to LAMMPS as std::string: the overload taking a string literal would run them
 // through fmt, and model-file messages may contain braces.
 std::string text(const std::string& s) { return s; }
@@ -244,6 +241,35 @@ void PairMACEFlash::init_style() {
 
 double PairMACEFlash::init_one(int, int) { return model_->cutoff(); }
 
+std::vector<int64_t> PairMACEFlash::type_species() const {
+  std::vector<int64_t> species(type_atomic_number_.size(), -1);
+  for (std::size_t t = 1; t < species.size(); ++t) species[t] = model_->config().element_index(type_atomic_number_[t]);
+  return species;
+}
+
+void PairMACEFlash::evaluate_or_stop(const std::function<void()>& evaluation) {
+  try {
+    halo_.begin();
+    evaluation();
+    halo_.finish();
+  } catch (const flashmace::Error& e) {
+    error->one(FLERR, text(e.what()));
+  } catch (const std::exception& e) {
+    error->one(FLERR, text(std::string("Pair style mace/flash: evaluation failed: ") + e.what()));
+  }
+}
+
+void PairMACEFlash::stop_non_finite_position(tagint tag) {
+  error->one(FLERR, text("Pair style mace/flash: atom " + std::to_string(tag) +
+                         " has a non-finite position (the simulation has blown up)"));
+}
+
+void PairMACEFlash::stop_overlap(tagint tag_i, tagint tag_j, double distance) {
+  error->one(FLERR, text("Pair style mace/flash: atoms " + std::to_string(std::min(tag_i, tag_j)) + " and " +
+                         std::to_string(std::max(tag_i, tag_j)) + " are " + std::to_string(distance) +
+                         " A apart, closer than 0.1 A: overlapping atoms"));
+}
+
 flashmace::LocalGraph PairMACEFlash::build_graph() {
   flashmace::LocalGraph g;
   g.nlocal = atom->nlocal;
@@ -262,8 +288,7 @@ flashmace::LocalGraph PairMACEFlash::build_graph() {
   // on every rank covers them all.
   for (int i = 0; i < g.nlocal; ++i)
     if (!(std::isfinite(x[i][0]) && std::isfinite(x[i][1]) && std::isfinite(x[i][2])))
-      error->one(FLERR, text("Pair style mace/flash: atom " + std::to_string(tag[i]) +
-                             " has a non-finite position (the simulation has blown up)"));
+      stop_non_finite_position(tag[i]);
 
   const double cut2 = model_->cutoff() * model_->cutoff();
   for (int ii = 0; ii < list->inum; ++ii) {
@@ -275,9 +300,7 @@ flashmace::LocalGraph PairMACEFlash::build_graph() {
       const double r2 = dx * dx + dy * dy + dz * dz;
       if (r2 >= cut2) continue;
       if (r2 < kMinDistance * kMinDistance)
-        error->one(FLERR, text("Pair style mace/flash: atoms " + std::to_string(std::min(tag[i], tag[j])) + " and " +
-                               std::to_string(std::max(tag[i], tag[j])) + " are " + std::to_string(std::sqrt(r2)) +
-                               " A apart, closer than 0.1 A: overlapping atoms"));
+        stop_overlap(tag[i], tag[j], std::sqrt(r2));
       g.sender.push_back(j);
       g.receiver.push_back(i);
     }
@@ -289,15 +312,7 @@ void PairMACEFlash::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
   const flashmace::LocalGraph g = build_graph();
   flashmace::LocalPrediction p;
-  try {
-    halo_.begin();
-    p = flashmace::evaluate_local(*model_, g, exchange_ ? &halo_ : nullptr, vflag_atom != 0);
-    halo_.finish();
-  } catch (const flashmace::Error& e) {
-    error->one(FLERR, text(e.what()));
-  } catch (const std::exception& e) {
-    error->one(FLERR, text(std::string("Pair style mace/flash: evaluation failed: ") + e.what()));
-  }
+  evaluate_or_stop([&] { p = flashmace::evaluate_local(*model_, g, exchange_ ? &halo_ : nullptr, vflag_atom != 0); });
 
   // Ghost rows too: LAMMPS's reverse communication (newton on) adds them to their owners.
   double** f = atom->f;

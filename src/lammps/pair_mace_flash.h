@@ -4,6 +4,9 @@
 // index, local atoms first, then ghosts; edges into local atoms), the model's energies, forces and
 // virials go back into LAMMPS's arrays, and the per-layer ghost exchange travels through LAMMPS's
 // pair communication (LammpsHaloExchanger).
+// It is also the common base of the Kokkos style (kokkos/pair_mace_flash_kokkos.h): keywords,
+// type-to-element mapping, model loading, run checks and error messages live here once.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,12 +38,25 @@ class PairMACEFlash : public Pair {
   int pack_reverse_comm(int, int, double*) override;
   void unpack_reverse_comm(int, int*, double*) override;
 
+ protected:
+  // Closer than this, two atoms overlap: an input or integration error, not physics to extrapolate.
+  static constexpr double kMinDistance = 0.1;  // A
+
+  // The model's element index of each atom type ([ntypes + 1], index 0 unused).
+  std::vector<int64_t> type_species() const;
+  // Runs one evaluation, turning what the engine throws into LAMMPS errors.
+  void evaluate_or_stop(const std::function<void()>& evaluation);
+  // The run checks' messages, shared by both styles (error->one: only this rank may know).
+  void stop_non_finite_position(tagint tag);
+  void stop_overlap(tagint tag_i, tagint tag_j, double distance);
+
  private:
   void allocate();
   void load_model();
   void stop_if_any_rank_failed(const std::string& failure);
   flashmace::LocalGraph build_graph();
 
+ protected:
   // pair_style keywords
   std::string device_ = "cpu";
   std::string dtype_;  // "" = the model file's own dtype

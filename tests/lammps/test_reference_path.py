@@ -64,14 +64,17 @@ def serial_results(tmp_path_factory):
     return get
 
 
-def lammps_results(tmp_path, case, nprocs, style=""):
-    """Energy, per-atom energies, forces, virial (eV) and per-atom virials, in the reference frame."""
+def lammps_results(tmp_path, case, nprocs, style="", exe=None, args=(), preamble=""):
+    """Energy, per-atom energies, forces, virial (eV) and per-atom virials, in the reference frame, and
+    LAMMPS's output. exe, args: another LAMMPS and its command-line switches; preamble: lines before
+    the deck (plugin load)."""
     t, _ = read_safetensors(os.path.join(REF_DIR, f"mace_{case}.safetensors"))
     cell, pos, numbers = t["bulk.input.cell"], t["bulk.input.positions"], t["bulk.input.atomic_numbers"]
     q = lammps_frame(cell)
     elements = write_data(tmp_path / "s.data", numbers, pos @ q, cell @ q)
-    deck = DECK.format(style=style, model=os.path.join(MODELS, f"{case}.safetensors"), elements=" ".join(elements))
-    out = run_lammps(tmp_path, deck, nprocs)
+    deck = preamble + DECK.format(style=style, model=os.path.join(MODELS, f"{case}.safetensors"),
+                                  elements=" ".join(elements))
+    out = run_lammps(tmp_path, deck, nprocs, exe=exe, args=args)
     row = thermo_rows(out)[0]
     energy, volume = row[1], row[2]
     virial_lmp = voigt_to_matrix(row[3:9]) * volume / NKTV2P
@@ -88,6 +91,7 @@ def lammps_results(tmp_path, case, nprocs, style=""):
         "atom_virial": np.array([rot(-voigt_to_matrix(v) / NKTV2P) for v in dump[:, 5:11]]),
         "sum_pe": sum_pe,
         "volume": abs(np.linalg.det(cell)),
+        "output": out,
     }
 
 

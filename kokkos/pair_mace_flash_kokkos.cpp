@@ -1,0 +1,241 @@
+#include "pair_mace_flash_kokkos.h"
+
+#include <cmath>
+#include <type_traits>
+
+#include "atom_kokkos.h"
+#include "atom_masks.h"
+#include "comm.h"
+#include "engine/evaluator.h"
+#include "error.h"
+#include "force.h"
+#include "halo_rows_kokkos.h"
+#include "kokkos.h"
+#include "memory_kokkos.h"
+#include "neigh_list_kokkos.h"
+#include "neigh_request.h"
+#include "neighbor.h"
+
+using namespace LAMMPS_NS;
+namespace fk = flashmace_kokkos;
+
+template <class DeviceType>
+PairMACEFlashKokkos<DeviceType>::PairMACEFlashKokkos(LAMMPS* lmp) : PairMACEFlash(lmp) {
+  kokkosable = 1;
+  atomKK = static_cast<AtomKokkos*>(atom);
+  execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
+  // VerletKokkos syncs these to DeviceType before compute() and marks them modified after it.
+  datamask_read = X_MASK | F_MASK | TYPE_MASK | TAG_MASK | ENERGY_MASK | VIRIAL_MASK;
+  datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
+}
+
+template <class DeviceType>
+PairMACEFlashKokkos<DeviceType>::~PairMACEFlashKokkos() {
+  if (copymode) return;
+  memoryKK->destroy_kokkos(k_eatom, eatom);
+  memoryKK->destroy_kokkos(k_vatom, vatom);
+}
+
+template <class DeviceType>
+void PairMACEFlashKokkos<DeviceType>::init_style() {
+  PairMACEFlash::init_style();  // the plain style's checks and its full neighbour-list request
+  // The evaluator reads and writes DeviceType's memory directly: they must be the same kind.
+  constexpr bool host_memory = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename DeviceType::memory_space>::accessible;
+  if (host_memory != (model_->device() == "cpu"))
+    error->all(FLERR, std::string("Pair style mace/flash/kk runs on Kokkos ") + (host_memory ? "host" : "device") +
+                          " memory but the model is on " + model_->device() + ": use pair_style keyword device " +
+                          (host_memory ? "cpu" : "cuda"));
+  NeighRequest* request = neighbor->requests[neighbor->nrequest - 1];
+  request->kokkos_host = std::is_same<DeviceType, LMPHostType>::value && !std::is_same<DeviceType, LMPDeviceType>::value;
+  request->kokkos_device = std::is_same<DeviceType, LMPDeviceType>::value;
+  const std::vector<int64_t> species = type_species();
+  d_type_species_ = Kokkos::View<int64_t*, DeviceType>("mace/flash/kk:type_species", species.size());
+  auto host = Kokkos::create_mirror_view(d_type_species_);
+  for (std::size_t t = 0; t < species.size(); ++t) host(t) = species[t];
+  Kokkos::deep_copy(d_type_species_, host);
+}
+
+template <class DeviceType>
+void PairMACEFlashKokkos<DeviceType>::grow_per_atom() {
+  // ev_init(..., alloc = 0) sized maxeatom/maxvatom; the arrays are Kokkos views that alias
+  // Pair::eatom / vatom on the host, which compute pe/atom and stress/atom read.
+  if (eflag_atom) {
+    memoryKK->destroy_kokkos(k_eatom, eatom);
+    memoryKK->create_kokkos(k_eatom, eatom, maxeatom, "pair:eatom");
+  }
+  if (vflag_atom) {
+    memoryKK->destroy_kokkos(k_vatom, vatom);
+    memoryKK->create_kokkos(k_vatom, vatom, maxvatom, "pair:vatom");
+  }
+}
+
+template <class DeviceType>
+void PairMACEFlashKokkos<DeviceType>::check_positions(typename AT::t_x_array_randomread x,
+                                                      typename AT::t_tagint_1d tag, int nlocal) {
+  int first = nlocal;
+  Kokkos::parallel_reduce(
+      "mace/flash/kk:check_positions", Kokkos::RangePolicy<typename DeviceType::execution_space>(0, nlocal),
+      KOKKOS_LAMBDA(const int i, int& f) {
+        const bool finite = Kokkos::Experimental::isfinite(x(i, 0)) && Kokkos::Experimental::isfinite(x(i, 1)) &&
+                            Kokkos::Experimental::isfinite(x(i, 2));
+        if (!finite && i < f) f = i;
+      },
+      Kokkos::Min<int>(first));
+  if (first < nlocal) {
+    auto h_tag = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tag);
+    stop_non_finite_position(h_tag(first));
+  }
+}
+
+// Rare and fatal: find the pair on the host for the message.
+template <class DeviceType>
+void PairMACEFlashKokkos<DeviceType>::stop_first_overlap(int ii, typename AT::t_x_array_randomread x,
+                                                         typename AT::t_tagint_1d tag) {
+  auto* kk_list = static_cast<NeighListKokkos<DeviceType>*>(list);
+  auto h_x = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  auto h_tag = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tag);
+  auto h_ilist = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kk_list->d_ilist);
+  auto h_numneigh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kk_list->d_numneigh);
+  auto h_neighbors = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kk_list->d_neighbors);
+  const int i = h_ilist(ii);
+  for (int jj = 0; jj < h_numneigh(i); ++jj) {
+    const int j = h_neighbors(i, jj) & NEIGHMASK;
+    const double dx = h_x(i, 0) - h_x(j, 0), dy = h_x(i, 1) - h_x(j, 1), dz = h_x(i, 2) - h_x(j, 2);
+    const double r2 = dx * dx + dy * dy + dz * dz;
+    if (r2 < kMinDistance * kMinDistance) stop_overlap(h_tag(i), h_tag(j), std::sqrt(r2));
+  }
+}
+
+template <class DeviceType>
+void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
+  ev_init(eflag, vflag, 0);
+  grow_per_atom();
+  atomKK->sync(execution_space, datamask_read);
+  const auto x = atomKK->k_x.view<DeviceType>();
+  const auto f = atomKK->k_f.view<DeviceType>();
+  const auto type = atomKK->k_type.view<DeviceType>();
+  const auto tag = atomKK->k_tag.view<DeviceType>();
+  const int nlocal = atom->nlocal, ntotal = atom->nlocal + atom->nghost;
+
+  check_positions(x, tag, nlocal);
+  auto* kk_list = static_cast<NeighListKokkos<DeviceType>*>(list);
+  const int overlap =
+      fk::build_edge_list<DeviceType>(kk_list, ntotal, x, type, d_type_species_, model_->cutoff(), kMinDistance, edges_);
+  if (overlap >= 0) stop_first_overlap(overlap, x, tag);
+
+  if (static_cast<int>(d_forces_.extent(0)) < ntotal) {
+    d_forces_ = decltype(d_forces_)("mace/flash/kk:forces", atom->nmax);
+    d_atom_virial_ = decltype(d_atom_virial_)();
+    d_node_energy_ = decltype(d_node_energy_)("mace/flash/kk:node_energy", atom->nmax);
+  }
+  if (vflag_atom && static_cast<int>(d_atom_virial_.extent(0)) < ntotal)
+    d_atom_virial_ = decltype(d_atom_virial_)("mace/flash/kk:atom_virial", atom->nmax);
+  if (!d_energy_.data()) {
+    d_energy_ = decltype(d_energy_)("mace/flash/kk:energy", 1);
+    d_virial_ = decltype(d_virial_)("mace/flash/kk:virial", 9);
+  }
+
+  flashmace::GraphView graph;
+  graph.nlocal = nlocal;
+  graph.ntotal = ntotal;
+  graph.nedges = edges_.nedges;
+  graph.species = edges_.species.data();
+  graph.sender = edges_.sender.data();
+  graph.receiver = edges_.receiver.data();
+  graph.vectors = edges_.vectors.data();
+  flashmace::Request request;
+  request.forces = request.virial = request.atom_energy = true;
+  request.atom_virial = vflag_atom != 0;
+  flashmace::Outputs outputs;
+  outputs.energy = d_energy_.data();
+  outputs.node_energy = d_node_energy_.data();
+  outputs.forces = d_forces_.data();
+  outputs.virial = d_virial_.data();
+  outputs.atom_virial = vflag_atom ? d_atom_virial_.data() : nullptr;
+  // The evaluator reads the graph the kernels above wrote: they must be done.
+  DeviceType().fence();
+  evaluate_or_stop([&] { model_->evaluate(graph, exchange_ ? &halo_ : nullptr, request, outputs); });
+
+  using exec = Kokkos::RangePolicy<typename DeviceType::execution_space>;
+  // Ghost rows too: LAMMPS's reverse communication (newton on) adds them to their owners.
+  const auto forces = d_forces_;
+  Kokkos::parallel_for("mace/flash/kk:add_forces", exec(0, ntotal), KOKKOS_LAMBDA(const int i) {
+    for (int d = 0; d < 3; ++d) f(i, d) += forces(i, d);
+  });
+  if (eflag_atom) {
+    const auto eatom_view = k_eatom.view<DeviceType>();
+    const auto node_energy = d_node_energy_;
+    Kokkos::parallel_for("mace/flash/kk:add_eatom", exec(0, nlocal),
+                         KOKKOS_LAMBDA(const int i) { eatom_view(i) += node_energy(i); });
+    k_eatom.template modify<DeviceType>();
+    k_eatom.template sync<LMPHostType>();
+  }
+  if (vflag_atom) {
+    const auto vatom_view = k_vatom.view<DeviceType>();
+    const auto atom_virial = d_atom_virial_;
+    Kokkos::parallel_for("mace/flash/kk:add_vatom", exec(0, ntotal), KOKKOS_LAMBDA(const int i) {
+      for (int k = 0; k < 6; ++k) vatom_view(i, k) += atom_virial(i, k);
+    });
+    k_vatom.template modify<DeviceType>();
+    k_vatom.template sync<LMPHostType>();
+  }
+  // Two scalars' worth of results cross to the host: the energy and the 3x3 virial.
+  auto h_energy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_energy_);
+  auto h_virial = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_virial_);
+  if (eflag_global) eng_vdwl += h_energy(0);
+  if (vflag_global) {
+    // Both are sum_edges r_ij (x) f_ij (mace_spec.md 10.3); LAMMPS stores xx yy zz xy xz yz.
+    const int voigt[6] = {0, 4, 8, 1, 2, 5};
+    for (int k = 0; k < 6; ++k) virial[k] += h_virial(voigt[k]);
+  }
+  atomKK->modified(execution_space, F_MASK);
+}
+
+template <class DeviceType>
+int PairMACEFlashKokkos<DeviceType>::pack_forward_comm(int n, int* list_, double* buf, int, int*) {
+  const Kokkos::View<const int*, LMPHostType, Kokkos::MemoryTraits<Kokkos::Unmanaged>> list_view(list_, n);
+  return fk::pack_rows<LMPHostType>(n, list_view, fk::wrap_rows<LMPHostType>(halo_.rows(), atom->nlocal + atom->nghost, halo_.ncols()),
+                                    fk::Buffer<LMPHostType>(buf, n * halo_.ncols()));
+}
+
+template <class DeviceType>
+void PairMACEFlashKokkos<DeviceType>::unpack_forward_comm(int n, int first, double* buf) {
+  fk::unpack_rows<LMPHostType>(n, first, fk::wrap_rows<LMPHostType>(halo_.rows(), atom->nlocal + atom->nghost, halo_.ncols()),
+                               fk::Buffer<LMPHostType>(buf, n * halo_.ncols()));
+}
+
+template <class DeviceType>
+int PairMACEFlashKokkos<DeviceType>::pack_reverse_comm(int n, int first, double* buf) {
+  return fk::pack_range<LMPHostType>(n, first, fk::wrap_rows<LMPHostType>(halo_.rows(), atom->nlocal + atom->nghost, halo_.ncols()),
+                                     fk::Buffer<LMPHostType>(buf, n * halo_.ncols()));
+}
+
+template <class DeviceType>
+void PairMACEFlashKokkos<DeviceType>::unpack_reverse_comm(int n, int* list_, double* buf) {
+  const Kokkos::View<const int*, LMPHostType, Kokkos::MemoryTraits<Kokkos::Unmanaged>> list_view(list_, n);
+  fk::unpack_add_rows<LMPHostType>(n, list_view, fk::wrap_rows<LMPHostType>(halo_.rows(), atom->nlocal + atom->nghost, halo_.ncols()),
+                                   fk::Buffer<LMPHostType>(buf, n * halo_.ncols()));
+}
+
+template <class DeviceType>
+int PairMACEFlashKokkos<DeviceType>::pack_forward_comm_kokkos(int n, DAT::tdual_int_2d k_sendlist, int iswap,
+                                                              DAT::tdual_xfloat_1d& buf, int, int*) {
+  const auto list_view = Kokkos::subview(k_sendlist.view<DeviceType>(), iswap, Kokkos::ALL());
+  const auto buf_view = buf.view<DeviceType>();
+  return fk::pack_rows<DeviceType>(n, list_view, fk::wrap_rows<DeviceType>(halo_.rows(), atom->nlocal + atom->nghost, halo_.ncols()),
+                                   fk::Buffer<DeviceType>(buf_view.data(), buf_view.extent(0)));
+}
+
+template <class DeviceType>
+void PairMACEFlashKokkos<DeviceType>::unpack_forward_comm_kokkos(int n, int first, DAT::tdual_xfloat_1d& buf) {
+  const auto buf_view = buf.view<DeviceType>();
+  fk::unpack_rows<DeviceType>(n, first, fk::wrap_rows<DeviceType>(halo_.rows(), atom->nlocal + atom->nghost, halo_.ncols()),
+                              fk::Buffer<DeviceType>(buf_view.data(), buf_view.extent(0)));
+}
+
+namespace LAMMPS_NS {
+template class PairMACEFlashKokkos<LMPDeviceType>;
+#ifdef LMP_KOKKOS_GPU
+template class PairMACEFlashKokkos<LMPHostType>;
+#endif
+}  // namespace LAMMPS_NS
