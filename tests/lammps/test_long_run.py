@@ -17,7 +17,6 @@ Negative control: the same sampler and check on a run that does leak, by a known
 LAMMPS itself: fix vector stores 256 doubles (2 KiB) every step into an array it allocated for the
 whole run, whose pages become resident as they are written; 5,000 steps after a 2,000-step warm-up
 (9.8 MiB) must fail the check, and the growth measured must be that leak."""
-import os
 import subprocess
 
 from lammps_harness import LMP, TINY, lammps_env
