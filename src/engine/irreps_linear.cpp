@@ -78,6 +78,13 @@ IrrepsLinear::IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irr
     if (!pieces.empty()) term.w.push_back(at::cat(pieces, 0) * scale);
     terms_.push_back(std::move(term));
   }
+  // Whether the x-gradient writes every input column exactly once (else transpose_into zeroes first).
+  std::vector<int> reads(static_cast<std::size_t>(in_dim_), 0);
+  for (const Term& t : terms_)
+    for (const Span& s : t.in)
+      for (int64_t c = s.offset; c < s.offset + s.mul * t.d; ++c) ++reads[static_cast<std::size_t>(c)];
+  transpose_writes_each_column_once_ = true;
+  for (int r : reads) transpose_writes_each_column_once_ = transpose_writes_each_column_once_ && r == 1;
 }
 
 void IrrepsLinear::forward_into(const at::Tensor& x, const at::Tensor& y, bool accumulate) const {
@@ -111,21 +118,9 @@ void IrrepsLinear::transpose_into(const at::Tensor& g, const at::Tensor& y, bool
     throw Error("irreps linear: shapes do not match the irreps");
   if (g.size(0) == 0) return;
   // Input columns no output reads get zeros; a span read by several outputs sums their gradients.
-  if (!accumulate) {
-    std::vector<bool> covered(static_cast<std::size_t>(in_dim_), false);
-    bool overlap = false;
-    for (const Term& t : terms_)
-      for (const Span& s : t.in)
-        for (int64_t c = s.offset; c < s.offset + s.mul * t.d; ++c) {
-          overlap = overlap || covered[static_cast<std::size_t>(c)];
-          covered[static_cast<std::size_t>(c)] = true;
-        }
-    bool all = true;
-    for (bool c : covered) all = all && c;
-    if (!all || overlap) {
-      y.zero_();
-      accumulate = true;
-    }
+  if (!accumulate && !transpose_writes_each_column_once_) {
+    y.zero_();
+    accumulate = true;
   }
   for (const Term& t : terms_) {
     if (t.in.empty()) continue;

@@ -47,6 +47,7 @@ class IrrepsLinear {
   };
   std::vector<Term> terms_;
   int64_t in_dim_ = 0, out_dim_ = 0;
+  bool transpose_writes_each_column_once_ = true;
 };
 
 }  // namespace flashmace
