@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "core/error.h"
+#include "engine/graph_checks.h"
 #include "engine/message_stage.h"
 
 namespace flashmace {
@@ -109,8 +110,10 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
   if (o.atom_sums) {
     const XIndexCsr s = xindex_csr(t.sender, t.padded_atoms);
     t.sender_order = s.perm;
+    t.sender_ptr = s.ptr;
     t.sender_counts = s.ptr.diff();
     t.receiver_counts = at::bincount(t.receiver, {}, t.padded_atoms);
+    t.receiver_ptr = at::cat({at::zeros({1}, t.receiver_counts.options()), at::cumsum(t.receiver_counts, 0)});
   }
   // (the owned atoms' elements are among all atoms' ones; groups of absent elements come out empty)
   const std::vector<int64_t> present_local = nlocal > 0 ? t.present : std::vector<int64_t>{};
@@ -128,9 +131,7 @@ bool EdgeTopology::matches(const GraphTensors& g, int64_t nlocal_in, const Topol
   if (!species_in_.defined() || !(o == options) || nlocal_in != nlocal) return false;
   if (g.species.size(0) != atoms || g.sender.size(0) != edges || g.receiver.size(0) != edges) return false;
   if (g.species.device() != species_in_.device() || g.sender.device() != sender_in_.device()) return false;
-  const at::Tensor same =
-      (g.species == species_in_).all() & (g.sender == sender_in_).all() & (g.receiver == receiver_in_).all();
-  return same.item<bool>();
+  return all_equal({{g.species, species_in_}, {g.sender, sender_in_}, {g.receiver, receiver_in_}});
 }
 
 bool EdgeTopology::same_shape(const EdgeTopology& o) const {
@@ -149,7 +150,7 @@ std::vector<at::Tensor*> EdgeTopology::device_tensors() {
   }
   for (auto& g : atom_groups)
     for (auto& r : g.rows) t.push_back(&r);
-  for (at::Tensor* s : {&receiver_counts, &sender_counts, &sender_order})
+  for (at::Tensor* s : {&receiver_counts, &sender_counts, &receiver_ptr, &sender_ptr, &sender_order})
     if (s->defined()) t.push_back(s);
   return t;
 }

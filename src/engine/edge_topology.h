@@ -80,8 +80,9 @@ class EdgeTopology {
   std::vector<XIndexCsr> chunk_senders;   // per chunk: xindex_csr of its senders over padded_atoms rows
   std::vector<SpeciesGroups> atom_groups; // per node chunk of atom_chunk owned atoms
   // Per-atom sums over all edges (atom_sums): [padded_atoms] edge counts as receiver and as sender,
-  // and the sorted edges in sender order (stable), for deterministic segment sums.
-  at::Tensor receiver_counts, sender_counts, sender_order;
+  // the same as CSR row pointers [padded_atoms + 1], and the sorted edges in sender order (stable),
+  // for deterministic per-atom sums (atom_sums_op.h).
+  at::Tensor receiver_counts, sender_counts, receiver_ptr, sender_ptr, sender_order;
 
  private:
   at::Tensor species_in_, sender_in_, receiver_in_;  // the caller's arrays it was built from (copies)

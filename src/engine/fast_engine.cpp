@@ -6,12 +6,12 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "engine/atom_sums_op.h"
 #include "engine/first_layer.h"
 #include "engine/message_stage.h"
 #include "engine/node_stage.h"
 #include "engine/radial_pairs.h"
 #include "model/e3nn_ops.h"
-#include "model/edge_outputs.h"
 #include "sc/sc_descriptor.h"
 
 namespace flashmace {
@@ -171,7 +171,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   options.edge_chunk = plan_.edge_chunk;
   options.atom_chunk = plan_.atom_chunk;
   options.sender_csr = want.any() && p_.config.num_interactions > 1;
-  options.atom_sums = want.forces || want.atom_virial;
+  options.atom_sums = want.any();
   if (use_graph || settings_.pad_to_bucket) {
     options.padded_edges = edges;
     options.padded_atoms = atoms;
@@ -419,28 +419,15 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
     const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
     grad_v.add_(c.scale * zbl_slope.unsqueeze(1) * v / r);
   }
-  // Forces and virials in float64 from the receiver-sorted edge gradients: per-atom sums over the
-  // cached counts (one reduction per atom in edge order: deterministic, no host synchronisation).
-  const at::Tensor g64 = grad_v.to(at::kDouble);
-  auto none = [&](const at::Tensor& x) { return at::zeros({topo.padded_atoms, x.size(1)}, x.options()); };
-  auto by_receiver = [&](const at::Tensor& x) {
-    if (x.size(0) == 0) return none(x);
-    return at::segment_reduce(x, "sum", topo.receiver_counts, {}, {}, 0, /*unsafe=*/true, at::Scalar(0));
-  };
-  auto by_sender = [&](const at::Tensor& x) {
-    if (x.size(0) == 0) return none(x);
-    return at::segment_reduce(x.index_select(0, topo.sender_order), "sum", topo.sender_counts, {}, {}, 0,
-                              /*unsafe=*/true, at::Scalar(0));
-  };
-  if (want.forces) result->forces = by_sender(g64) - by_receiver(g64);
-  if (want.virial) {
-    const at::Tensor vg = at::mm(v64.t(), g64);
-    result->virial = -0.5 * (vg + vg.t());
-  }
-  if (want.atom_virial) {
-    const at::Tensor half = half_edge_virials(v64, g64);
-    result->atom_virial = by_sender(half) + by_receiver(half);
-  }
+  // Forces and virials in float64 from the receiver-sorted edge gradients (atom_sums_op.h).
+  AtomSumsRequest sums;
+  sums.forces = want.forces;
+  sums.virial = want.virial;
+  sums.atom_virial = want.atom_virial;
+  AtomSums r = atom_sums(topo, grad_v, v64, sums);
+  result->forces = r.forces;
+  result->virial = r.virial;
+  result->atom_virial = r.atom_virial;
 }
 
 }  // namespace flashmace

@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "engine/radial_mlp_op.h"
 #include "model/stage_timer.h"
 
 namespace flashmace {
@@ -52,11 +53,12 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
   {
     const Tf32Scope tf32(layer.tf32);
     // With pairs, one MLP row per pair (its first edge's features, equal bit for bit to the second's).
-    const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
+    const at::Tensor rows = in.pairs ? in.pairs->first : at::Tensor();
+    const at::Tensor hidden = radial_mlp_hidden_rows(layer.radial, s->geometry.ef, rows, &s->mlp_pre);
     if (layer.first) {
-      s->hidden = radial_mlp_hidden(layer.radial, ef, &s->mlp_pre);
+      s->hidden = hidden;
     } else {
-      s->radial = radial_mlp_forward(layer.radial, ef, &s->mlp_pre);
+      s->radial = at::mm(hidden, layer.radial.back());
     }
   }
   lap(timer, "radial_mlp");
@@ -108,9 +110,10 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
     const Tf32Scope tf32(layer.tf32);
     // Through the output layer: per edge, or per shared row (dR already summed over its pair).
     if (!layer.first) grad_hidden = at::mm(g.dR, layer.radial.back().t());
-    // A pair's MLP row gets both edges' gradients; its distance gradient goes half to each edge.
-    if (in.pairs && layer.first) grad_hidden = sum_pair_rows(*in.pairs, grad_hidden);
-    grad_ef = radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden);
+    // A pair's MLP row gets both edges' gradients (the reassociated layer's come per edge); its
+    // distance gradient goes half to each edge.
+    grad_ef = radial_mlp_hidden_vjp_rows(layer.radial, s.mlp_pre, grad_hidden,
+                                         in.pairs && layer.first ? in.pairs : nullptr);
     if (in.pairs) grad_ef = grad_ef.index_select(0, in.pairs->index) * in.pairs->share;
   }
   if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));

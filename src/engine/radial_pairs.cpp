@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/graph_checks.h"
 
 namespace flashmace {
 
@@ -85,14 +86,9 @@ const std::vector<RadialPairs>& RadialPairCache::pairs(const at::Tensor& sender,
   if (sender_.defined() && chunks == chunks_ && dtype == dtype_ && sender.size(0) == sender_.size(0) &&
       sender.device() == sender_.device()) {
     const bool known = edges_id >= 0 && edges_id == edges_id_;
-    if (known && pa_.numel() == 0) return pairs_;
-    at::Tensor same;
-    if (!known) same = (sender == sender_).all() & (receiver == receiver_).all();
-    if (pa_.numel() > 0) {
-      const at::Tensor negated = (vectors.index_select(0, pa_) == -vectors.index_select(0, pb_)).all();
-      same = same.defined() ? same & negated : negated;
-    }
-    if (same.item<bool>()) return pairs_;
+    if ((known || all_equal({{sender, sender_}, {receiver, receiver_}})) &&
+        (pa_.numel() == 0 || all_negated(vectors, pa_, pb_)))
+      return pairs_;
   }
   pairs_.assign(chunks.size(), RadialPairs{});
   std::vector<at::Tensor> pa, pb;
