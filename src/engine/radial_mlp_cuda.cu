@@ -1,6 +1,8 @@
-// radial_mlp_kernels.h on CUDA: a block holds kRows rows; the activations (or gradients) of the tile
-// live transposed in shared memory (tile[c][r]) and each layer is a [kRows x K] x [K x N] product
-// with 4 x 8 outputs per thread, the layer's weights staged in shared memory beside the tile.
+// radial_mlp_kernels.h on CUDA: a thread per row, the row's activations (or gradients) in registers;
+// per layer the block stages the weights (zero-padded to kWidth x kWidth) in shared memory and each
+// thread multiplies its row by them, reading four weights at a time (every lane the same address: a
+// broadcast). Rows enter and leave global memory through a per-warp transpose in shared memory, so
+// loads and stores are whole 128-byte lines rather than one word of 32 rows.
 #include <cuda_runtime.h>
 
 #include "engine/cuda_launch_check.h"
@@ -10,210 +12,162 @@ namespace flashmace {
 
 namespace {
 
-constexpr int kRows = 64;                  // rows per block
-constexpr int kWidth = kRadialMlpMaxWidth;  // tile columns (widths are zero-padded to it)
-constexpr int kThreads = 128;              // 16 row groups of 4 x 8 column groups of 8
-static_assert(kRows == 64 && kWidth == 64 && kThreads == 128, "the thread tiling below assumes these");
+constexpr int kWidth = kRadialMlpMaxWidth;
+// Rows per block: three warps, so that three blocks (nine warps of ~210 registers a thread) share a
+// multiprocessor and a 36,864-row step (864 atoms) runs in one wave on 132 of them.
+constexpr int kThreads = 96;
+constexpr int kWarps = kThreads / 32;
+constexpr int kPitch = kWidth + 1;  // a transposed row in shared memory (+1: no bank conflicts)
+constexpr int kSharedBytes = (kWidth * kWidth + kWarps * 32 * kPitch) * static_cast<int>(sizeof(float));
+static_assert(kWidth == 64, "the loops below are unrolled for 64 columns");
+static_assert(kSharedBytes <= 48 * 1024, "beyond the default shared memory a kernel may use");
 
-template <typename T>
 struct PrePointers {
-  T* p[kRadialMlpMaxLayers];
+  float* p[kRadialMlpMaxLayers];
 };
 
-template <typename T>
-__device__ __forceinline__ T sigmoid(T x) {
-  return T(1) / (T(1) + exp(-x));
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// w[i][j] = W[i][j] for i < K, j < N (W row-major [K, N]), or its transpose w[j][i] = W[i][j] for
+// j < N, i < K when `transpose`; zero elsewhere. Block-wide: called by every thread.
+__device__ void stage_weights(float* __restrict__ w, const float* __restrict__ W, int K, int N, bool transpose) {
+  __syncthreads();  // the previous layer's weights are no longer read
+  for (int e = threadIdx.x; e < kWidth * kWidth; e += kThreads) {
+    const int r = e / kWidth, c = e % kWidth;
+    float v = 0.0f;
+    if (!transpose && r < K && c < N) v = W[r * N + c];
+    if (transpose && c < K && r < N) v = W[c * N + r];
+    w[e] = v;
+  }
+  __syncthreads();
 }
 
-// acc[i][j] = sum over k < K of tile[k][4 tr + i] * w[k][8 tc + j]
-template <typename T>
-__device__ __forceinline__ void tile_product(const T* __restrict__ tile, const T* __restrict__ w, int K, int tr,
-                                             int tc, T (&acc)[4][8]) {
+// out[j] = sum over i < K of in[i] * w[i][j], j < kWidth.
+__device__ __forceinline__ void row_times(const float (&in)[kWidth], const float* __restrict__ w, int K,
+                                          float (&out)[kWidth]) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int j = 0; j < kWidth; ++j) out[j] = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[i][j] = 0;
-  for (int k = 0; k < K; ++k) {
-    T a[4], b[8];
+  for (int i = 0; i < kWidth; ++i) {
+    if (i < K) {
+      const float a = in[i];
+      const float4* wi = reinterpret_cast<const float4*>(w + i * kWidth);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a[i] = tile[k * kRows + 4 * tr + i];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) b[j] = w[k * kWidth + 8 * tc + j];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
+      for (int q = 0; q < kWidth / 4; ++q) {
+        const float4 b = wi[q];
+        out[4 * q] += a * b.x;
+        out[4 * q + 1] += a * b.y;
+        out[4 * q + 2] += a * b.z;
+        out[4 * q + 3] += a * b.w;
+      }
+    }
   }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads) forward_kernel(RadialMlpArgs<T> a, const T* __restrict__ ef,
-                                                           const int64_t* __restrict__ index, PrePointers<T> pre,
-                                                           T* __restrict__ h) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* tile = reinterpret_cast<T*>(smem);
-  T* w = tile + kWidth * kRows;
-  const int tid = threadIdx.x, tr = tid / 8, tc = tid % 8;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
-  const int w0 = a.width[0];
-  for (int i = tid; i < kWidth * kRows; i += kThreads) {
-    const int k = i / kRows;
-    const int64_t row = r0 + i % kRows;
-    tile[i] = (k < w0 && row < a.rows) ? ef[(index ? index[row] : row) * w0 + k] : T(0);
+// The warp's 32 rows [row0, row0 + 32): v[0..n) of each lane's row written to dst[row * n + c].
+__device__ __forceinline__ void store_rows(const float (&v)[kWidth], float* __restrict__ buf, float* __restrict__ dst,
+                                           int64_t row0, int64_t rows, int n) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < kWidth; ++j) buf[lane * kPitch + j] = v[j];
+  __syncwarp();
+  for (int r = 0; r < 32 && row0 + r < rows; ++r)
+    for (int c = lane; c < n; c += 32) dst[(row0 + r) * n + c] = buf[r * kPitch + c];
+  __syncwarp();
+}
+
+// The reverse: v[c] = row(r)[c] for c < n (zero beyond), row(r) a pointer to source row r's n values
+// (null: zeros); rows of the two-row form add their second row.
+template <typename RowOf>
+__device__ __forceinline__ void load_rows(float (&v)[kWidth], float* __restrict__ buf, int64_t row0, int64_t rows,
+                                          int n, const RowOf& row_of) {
+  const int lane = threadIdx.x % 32;
+  for (int r = 0; r < 32; ++r) {
+    const bool live = row0 + r < rows;
+    for (int c = lane; c < kWidth; c += 32) buf[r * kPitch + c] = (live && c < n) ? row_of(row0 + r, c) : 0.0f;
   }
+  __syncwarp();
+#pragma unroll
+  for (int j = 0; j < kWidth; ++j) v[j] = buf[lane * kPitch + j];
+  __syncwarp();
+}
+
+__global__ void __launch_bounds__(kThreads) forward_kernel(RadialMlpArgs a, const float* __restrict__ ef,
+                                                           const int64_t* __restrict__ index, PrePointers pre,
+                                                           float* __restrict__ h) {
+  extern __shared__ __align__(16) float smem[];
+  float* w = smem;
+  float* buf = smem + kWidth * kWidth + (threadIdx.x / 32) * 32 * kPitch;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kThreads + (threadIdx.x / 32) * 32;
+  const int n0 = a.width[0];
+  float x[kWidth], y[kWidth];
+  load_rows(x, buf, row0, a.rows, n0, [&](int64_t row, int c) { return ef[(index ? index[row] : row) * n0 + c]; });
   for (int l = 0; l < a.layers; ++l) {
     const int K = a.width[l], N = a.width[l + 1];
-    const T* __restrict__ wl = a.weight[l];
-    for (int i = tid; i < kWidth * kWidth; i += kThreads) {
-      const int k = i / kWidth, c = i % kWidth;
-      w[i] = (k < K && c < N) ? wl[k * N + c] : T(0);
-    }
-    __syncthreads();
-    T acc[4][8];
-    tile_product(tile, w, K, tr, tc, acc);
-    __syncthreads();  // every thread has read the tile and the weights
-    const bool last = l + 1 == a.layers;
+    stage_weights(w, a.weight[l], K, N, false);
+    row_times(x, w, K, y);
+    store_rows(y, buf, pre.p[l], row0, a.rows, N);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t row = r0 + 4 * tr + i;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int c = 8 * tc + j;
-        const T x = acc[i][j];
-        const T s = x * sigmoid(x);
-        tile[c * kRows + 4 * tr + i] = s;  // zero beyond N (zero weights there)
-        if (row < a.rows && c < N) {
-          pre.p[l][row * N + c] = x;
-          if (last) h[row * N + c] = s;
-        }
-      }
-    }
-    __syncthreads();
+    for (int j = 0; j < kWidth; ++j) x[j] = y[j] * sigmoid(y[j]);  // silu (zero beyond N)
   }
+  store_rows(x, buf, h, row0, a.rows, a.width[a.layers]);
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads) vjp_kernel(RadialMlpArgs<T> a, PrePointers<T> pre,
-                                                       const T* __restrict__ grad, const int64_t* __restrict__ first,
-                                                       const int64_t* __restrict__ second, T* __restrict__ d_ef) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* tile = reinterpret_cast<T*>(smem);
-  T* w = tile + kWidth * kRows;
-  const int tid = threadIdx.x, tr = tid / 8, tc = tid % 8;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
-  const int wl_out = a.width[a.layers];
-  // dE/dh of the tile's rows (a pair's row: its first edge's gradient plus its second's, in that order)
-  for (int i = tid; i < kWidth * kRows; i += kThreads) {
-    const int c = i / kRows;
-    const int64_t row = r0 + i % kRows;
-    T g = 0;
-    if (c < wl_out && row < a.rows) {
-      if (first) {
-        g = grad[first[row] * wl_out + c];
-        const int64_t s = second[row];
-        if (s >= 0) g = g + grad[s * wl_out + c];
-      } else {
-        g = grad[row * wl_out + c];
-      }
-    }
-    tile[i] = g;
-  }
+__global__ void __launch_bounds__(kThreads) vjp_kernel(RadialMlpArgs a, PrePointers pre, const float* __restrict__ grad,
+                                                       const int64_t* __restrict__ first,
+                                                       const int64_t* __restrict__ second, float* __restrict__ d_ef) {
+  extern __shared__ __align__(16) float smem[];
+  float* w = smem;
+  float* buf = smem + kWidth * kWidth + (threadIdx.x / 32) * 32 * kPitch;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kThreads + (threadIdx.x / 32) * 32;
+  const int nl = a.width[a.layers];
+  float g[kWidth], y[kWidth];
+  // dE/dh of the row (a pair's row: its first edge's gradient plus its second's, in that order)
+  load_rows(g, buf, row0, a.rows, nl, [&](int64_t row, int c) {
+    if (!first) return grad[row * nl + c];
+    float v = grad[first[row] * nl + c];
+    const int64_t s = second[row];
+    if (s >= 0) v = v + grad[s * nl + c];
+    return v;
+  });
   for (int l = a.layers - 1; l >= 0; --l) {
-    const int K = a.width[l + 1], N = a.width[l];  // this layer maps N -> K; its transpose K -> N
-    const T* __restrict__ wl = a.weight[l];
-    const T* __restrict__ pl = pre.p[l];
-    __syncthreads();
-    for (int i = tid; i < kWidth * kRows; i += kThreads) {
-      const int c = i / kRows;
-      const int64_t row = r0 + i % kRows;
-      if (c < K && row < a.rows) {
-        const T x = pl[row * K + c];
-        const T sg = sigmoid(x);
-        tile[i] = tile[i] * (sg * (T(1) + x * (T(1) - sg)));  // silu'(x), as ATen's silu_backward
-      }
-    }
-    for (int i = tid; i < kWidth * kWidth; i += kThreads) {
-      const int k = i / kWidth, c = i % kWidth;  // w[k][c] = W_l[c][k]
-      w[i] = (k < K && c < N) ? wl[c * K + k] : T(0);
-    }
-    __syncthreads();
-    T acc[4][8];
-    tile_product(tile, w, K, tr, tc, acc);
-    __syncthreads();
+    const int K = a.width[l + 1], N = a.width[l];  // the layer maps N -> K; its transpose K -> N
+    const float* __restrict__ p = pre.p[l];
+    load_rows(y, buf, row0, a.rows, K, [&](int64_t row, int c) { return p[row * K + c]; });
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t row = r0 + 4 * tr + i;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int c = 8 * tc + j;
-        if (l > 0) {
-          tile[c * kRows + 4 * tr + i] = acc[i][j];
-        } else if (row < a.rows && c < N) {
-          d_ef[row * N + c] = acc[i][j];
-        }
-      }
+    for (int j = 0; j < kWidth; ++j) {
+      const float s = sigmoid(y[j]);
+      g[j] = g[j] * (s * (1.0f + y[j] * (1.0f - s)));  // silu'(x), as ATen's silu_backward
     }
+    stage_weights(w, a.weight[l], N, K, true);
+    row_times(g, w, K, y);
+#pragma unroll
+    for (int j = 0; j < kWidth; ++j) g[j] = y[j];
   }
+  store_rows(g, buf, d_ef, row0, a.rows, a.width[0]);
 }
 
-template <typename T>
-constexpr int shared_bytes() {
-  return static_cast<int>(2 * kWidth * kRows * sizeof(T));
-}
-
-// Shared memory beyond the default 48 KB (float64) must be asked for once per kernel.
-template <typename T, typename K>
-void allow_shared(K kernel) {
-  if (shared_bytes<T>() > 48 * 1024) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes<T>());
-    if (err != cudaSuccess)
-      throw Error(std::string("radial MLP: cannot reserve shared memory: ") + cudaGetErrorString(err));
-  }
-}
-
-unsigned blocks_for(int64_t rows) { return static_cast<unsigned>((rows + kRows - 1) / kRows); }
-
-template <typename T>
-PrePointers<T> pointers(const RadialMlpArgs<T>& a, T* const* pre) {
-  PrePointers<T> p{};
-  for (int l = 0; l < a.layers; ++l) p.p[l] = pre[l];
-  return p;
-}
+unsigned blocks_for(int64_t rows) { return static_cast<unsigned>((rows + kThreads - 1) / kThreads); }
 
 }  // namespace
 
-template <typename T>
-void radial_mlp_forward_cuda(const RadialMlpArgs<T>& a, const T* ef, const int64_t* index, T* const* pre, T* h,
+void radial_mlp_forward_cuda(const RadialMlpArgs& a, const float* ef, const int64_t* index, float* const* pre, float* h,
                              void* stream) {
   if (a.rows == 0) return;
-  static const bool ready = (allow_shared<T>(forward_kernel<T>), true);
-  (void)ready;
-  forward_kernel<T><<<blocks_for(a.rows), kThreads, shared_bytes<T>(), static_cast<cudaStream_t>(stream)>>>(
-      a, ef, index, pointers(a, pre), h);
+  PrePointers p{};
+  for (int l = 0; l < a.layers; ++l) p.p[l] = pre[l];
+  forward_kernel<<<blocks_for(a.rows), kThreads, kSharedBytes, static_cast<cudaStream_t>(stream)>>>(a, ef, index, p, h);
   check_cuda_launch("radial MLP", "forward");
 }
 
-template <typename T>
-void radial_mlp_vjp_cuda(const RadialMlpArgs<T>& a, const T* const* pre, const T* grad, const int64_t* first,
-                         const int64_t* second, T* d_ef, void* stream) {
+void radial_mlp_vjp_cuda(const RadialMlpArgs& a, const float* const* pre, const float* grad, const int64_t* first,
+                         const int64_t* second, float* d_ef, void* stream) {
   if (a.rows == 0) return;
-  static const bool ready = (allow_shared<T>(vjp_kernel<T>), true);
-  (void)ready;
-  PrePointers<T> p{};
-  for (int l = 0; l < a.layers; ++l) p.p[l] = const_cast<T*>(pre[l]);
-  vjp_kernel<T><<<blocks_for(a.rows), kThreads, shared_bytes<T>(), static_cast<cudaStream_t>(stream)>>>(
-      a, p, grad, first, second, d_ef);
+  PrePointers p{};
+  for (int l = 0; l < a.layers; ++l) p.p[l] = const_cast<float*>(pre[l]);
+  vjp_kernel<<<blocks_for(a.rows), kThreads, kSharedBytes, static_cast<cudaStream_t>(stream)>>>(a, p, grad, first,
+                                                                                                  second, d_ef);
   check_cuda_launch("radial MLP", "vjp");
 }
-
-template void radial_mlp_forward_cuda<float>(const RadialMlpArgs<float>&, const float*, const int64_t*, float* const*,
-                                             float*, void*);
-template void radial_mlp_forward_cuda<double>(const RadialMlpArgs<double>&, const double*, const int64_t*,
-                                              double* const*, double*, void*);
-template void radial_mlp_vjp_cuda<float>(const RadialMlpArgs<float>&, const float* const*, const float*,
-                                         const int64_t*, const int64_t*, float*, void*);
-template void radial_mlp_vjp_cuda<double>(const RadialMlpArgs<double>&, const double* const*, const double*,
-                                          const int64_t*, const int64_t*, double*, void*);
 
 }  // namespace flashmace

@@ -13,14 +13,13 @@ namespace flashmace {
 
 namespace {
 
-template <typename T>
-RadialMlpArgs<T> args_of(const std::vector<at::Tensor>& folded, int64_t rows) {
-  RadialMlpArgs<T> a;
+RadialMlpArgs args_of(const std::vector<at::Tensor>& folded, int64_t rows) {
+  RadialMlpArgs a;
   a.layers = static_cast<int>(folded.size()) - 1;
   a.width[0] = static_cast<int>(folded[0].size(0));
   for (int l = 0; l < a.layers; ++l) {
     a.width[l + 1] = static_cast<int>(folded[l].size(1));
-    a.weight[l] = folded[l].data_ptr<T>();
+    a.weight[l] = folded[l].data_ptr<float>();
   }
   a.rows = rows;
   return a;
@@ -36,10 +35,10 @@ bool fused_radial_mlp(const std::vector<at::Tensor>& folded, const at::Tensor& e
 #if FLASHMACE_CUDA_KERNELS
   const int layers = static_cast<int>(folded.size()) - 1;
   if (!ef.is_cuda() || layers < 1 || layers > kRadialMlpMaxLayers) return false;
-  if (ef.scalar_type() != at::kFloat && ef.scalar_type() != at::kDouble) return false;
+  if (ef.scalar_type() != at::kFloat) return false;
   for (int l = 0; l < layers; ++l)
     if (folded[l].size(0) > kRadialMlpMaxWidth || folded[l].size(1) > kRadialMlpMaxWidth ||
-        !folded[l].is_contiguous() || folded[l].scalar_type() != ef.scalar_type())
+        !folded[l].is_contiguous() || folded[l].scalar_type() != at::kFloat)
       return false;
   return true;
 #else
@@ -61,13 +60,10 @@ at::Tensor radial_mlp_hidden_rows(const std::vector<at::Tensor>& folded, const a
   for (std::size_t l = 0; l + 1 < folded.size(); ++l) pre->push_back(at::empty({rows, folded[l].size(1)}, ef.options()));
   at::Tensor h = at::empty({rows, folded[folded.size() - 2].size(1)}, ef.options());
   const c10::cuda::CUDAGuard guard(ef.device());
-  AT_DISPATCH_FLOATING_TYPES(ef.scalar_type(), "radial_mlp_forward", [&] {
-    std::vector<scalar_t*> p;
-    for (at::Tensor& t : *pre) p.push_back(t.data_ptr<scalar_t>());
-    radial_mlp_forward_cuda(args_of<scalar_t>(folded, rows), efc.data_ptr<scalar_t>(),
-                            ic.defined() ? ic.data_ptr<int64_t>() : nullptr, p.data(), h.data_ptr<scalar_t>(),
-                            stream_of(ef));
-  });
+  std::vector<float*> p;
+  for (at::Tensor& t : *pre) p.push_back(t.data_ptr<float>());
+  radial_mlp_forward_cuda(args_of(folded, rows), efc.data_ptr<float>(), ic.defined() ? ic.data_ptr<int64_t>() : nullptr,
+                          p.data(), h.data_ptr<float>(), stream_of(ef));
   return h;
 #else
   throw Error("radial MLP: no fused kernels in this build");
@@ -85,13 +81,11 @@ at::Tensor radial_mlp_hidden_vjp_rows(const std::vector<at::Tensor>& folded, con
   const at::Tensor g = grad_hidden.contiguous();
   at::Tensor d_ef = at::empty({rows, folded[0].size(0)}, grad_hidden.options());
   const c10::cuda::CUDAGuard guard(g.device());
-  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "radial_mlp_vjp", [&] {
-    std::vector<const scalar_t*> p;
-    for (const at::Tensor& t : pre) p.push_back(t.data_ptr<scalar_t>());
-    radial_mlp_vjp_cuda(args_of<scalar_t>(folded, rows), p.data(), g.data_ptr<scalar_t>(),
-                        pairs ? pairs->first.data_ptr<int64_t>() : nullptr,
-                        pairs ? pairs->second.data_ptr<int64_t>() : nullptr, d_ef.data_ptr<scalar_t>(), stream_of(g));
-  });
+  std::vector<const float*> p;
+  for (const at::Tensor& t : pre) p.push_back(t.data_ptr<float>());
+  radial_mlp_vjp_cuda(args_of(folded, rows), p.data(), g.data_ptr<float>(),
+                      pairs ? pairs->first.data_ptr<int64_t>() : nullptr,
+                      pairs ? pairs->second.data_ptr<int64_t>() : nullptr, d_ef.data_ptr<float>(), stream_of(g));
   return d_ef;
 #else
   throw Error("radial MLP: no fused kernels in this build");

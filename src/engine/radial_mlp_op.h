@@ -1,7 +1,7 @@
 #pragma once
 // The radial MLP's hidden layers for the message stage: the fused CUDA kernels of
-// radial_mlp_kernels.h where they apply (a CUDA tensor, every width <= kRadialMlpMaxWidth), the
-// GEMM-and-silu code of edge_terms.h otherwise. The same results up to rounding. Internal to the
+// radial_mlp_kernels.h where they apply (float32 CUDA tensors, every width <= kRadialMlpMaxWidth),
+// the GEMM-and-silu code of edge_terms.h otherwise. The same results up to rounding. Internal to the
 // fast engine (ATen).
 #include <ATen/ATen.h>
 
