@@ -3,7 +3,6 @@
 #include <tuple>
 
 #include "core/error.h"
-#include "engine/radial_mlp_op.h"
 #include "model/stage_timer.h"
 
 namespace flashmace {
@@ -54,7 +53,7 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
     const Tf32Scope tf32(layer.tf32);
     // With pairs, one MLP row per pair (its first edge's features, equal bit for bit to the second's).
     const at::Tensor rows = in.pairs ? in.pairs->first : at::Tensor();
-    const at::Tensor hidden = radial_mlp_hidden_rows(layer.radial, s->geometry.ef, rows, &s->mlp_pre);
+    const at::Tensor hidden = layer.mlp.hidden(s->geometry.ef, rows, &s->mlp_pre);
     if (layer.first) {
       s->hidden = hidden;
     } else {
@@ -112,8 +111,7 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
     if (!layer.first) grad_hidden = at::mm(g.dR, layer.radial.back().t());
     // A pair's MLP row gets both edges' gradients (the reassociated layer's come per edge); its
     // distance gradient goes half to each edge.
-    grad_ef = radial_mlp_hidden_vjp_rows(layer.radial, s.mlp_pre, grad_hidden,
-                                         in.pairs && layer.first ? in.pairs : nullptr);
+    grad_ef = layer.mlp.hidden_vjp(s.mlp_pre, grad_hidden, in.pairs && layer.first ? in.pairs : nullptr);
     if (in.pairs) grad_ef = grad_ef.index_select(0, in.pairs->index) * in.pairs->share;
   }
   if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));

@@ -170,31 +170,31 @@ RadialPairs random_pairs(int64_t E, const at::Device& device) {
   return p;
 }
 
-void check_radial_mlp(const std::vector<int64_t>& widths, at::ScalarType dtype, double tol) {
-  const at::TensorOptions o = at::TensorOptions().dtype(dtype).device(gpu());
+void check_radial_mlp(const std::vector<int64_t>& widths, double tol) {
+  const at::TensorOptions o = at::TensorOptions().dtype(at::kFloat).device(gpu());
   const std::vector<at::Tensor> w = random_mlp(widths, o);
-  ASSERT_TRUE(fused_radial_mlp(w, at::empty({1, widths[0]}, o)));
-  const int64_t E = 1000;  // not a multiple of the kernels' 64-row tiles
-  const at::Tensor ef = at::randn({E, widths[0]}, o);
+  const RadialMlp mlp(w);
+  ASSERT_TRUE(mlp.fused());
+  const int64_t E = 1000;  // not a multiple of the kernels' blocks
+  // ef as a column range of a wider tensor: rows with a stride of their own
+  const at::Tensor ef = at::randn({E, widths[0] + 3}, o).narrow(1, 1, widths[0]);
   const RadialPairs pairs = random_pairs(E, gpu());
   for (bool indexed : {false, true}) {
     const at::Tensor index = indexed ? pairs.first : at::Tensor();
     std::vector<at::Tensor> pre, pre_ref;
-    const at::Tensor h = radial_mlp_hidden_rows(w, ef, index, &pre);
-    const at::Tensor h_ref = radial_mlp_hidden(w, indexed ? ef.index_select(0, index) : ef, &pre_ref);
+    const at::Tensor h = mlp.hidden(ef, index, &pre);
+    const at::Tensor h_ref = radial_mlp_hidden(w, indexed ? ef.index_select(0, index) : ef.contiguous(), &pre_ref);
     EXPECT_LT(relative_error(h, h_ref), tol) << "forward, indexed " << indexed;
     ASSERT_EQ(pre.size(), pre_ref.size());
     for (std::size_t k = 0; k < pre.size(); ++k) EXPECT_LT(relative_error(pre[k], pre_ref[k]), tol) << "pre " << k;
 
     // vjp from a per-row gradient, and (indexed) from a per-edge gradient summed over pairs
     const at::Tensor g_rows = at::randn({h.size(0), h.size(1)}, o);
-    EXPECT_LT(relative_error(radial_mlp_hidden_vjp_rows(w, pre, g_rows, nullptr),
-                             radial_mlp_hidden_vjp(w, pre_ref, g_rows)),
-              tol)
+    EXPECT_LT(relative_error(mlp.hidden_vjp(pre, g_rows, nullptr), radial_mlp_hidden_vjp(w, pre_ref, g_rows)), tol)
         << "vjp, indexed " << indexed;
     if (indexed) {
       const at::Tensor g_edges = at::randn({E, h.size(1)}, o);
-      EXPECT_LT(relative_error(radial_mlp_hidden_vjp_rows(w, pre, g_edges, &pairs),
+      EXPECT_LT(relative_error(mlp.hidden_vjp(pre, g_edges, &pairs),
                                radial_mlp_hidden_vjp(w, pre_ref, sum_pair_rows(pairs, g_edges))),
                 tol)
           << "vjp with pair sums";
@@ -202,22 +202,20 @@ void check_radial_mlp(const std::vector<int64_t>& widths, at::ScalarType dtype, 
   }
 }
 
-TEST(RadialMlpGpu, FusedEqualsGemmsFloat32) {
+TEST(RadialMlpGpu, FusedEqualsGemms) {
   if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
-  check_radial_mlp({10, 64, 64, 64, 1280}, at::kFloat, 2e-5);  // MACE-MP-0's shape
-  check_radial_mlp({6, 16, 16, 96}, at::kFloat, 2e-5);         // the test models' shape
-  check_radial_mlp({8, 33, 64, 7, 20}, at::kFloat, 2e-5);      // odd widths
+  check_radial_mlp({10, 64, 64, 64, 1280}, 2e-5);  // MACE-MP-0's shape
+  check_radial_mlp({6, 16, 16, 96}, 2e-5);         // the test models' shape
+  check_radial_mlp({8, 33, 64, 7, 20}, 2e-5);      // odd widths
 }
 
-TEST(RadialMlp, WidthsBeyondTheKernelsUseTheGemms) {
-  const at::TensorOptions o = at::TensorOptions().dtype(at::kDouble);
-  EXPECT_FALSE(fused_radial_mlp(random_mlp({10, 64, 64}, o), at::empty({1, 10}, o)));  // CPU
+TEST(RadialMlp, OnlyFloat32CudaWithinTheWidthsIsFused) {
+  EXPECT_FALSE(RadialMlp(random_mlp({10, 64, 64}, at::TensorOptions().dtype(at::kFloat))).fused());  // CPU
   if (!gpu_kernels_available()) return;
-  const at::TensorOptions c = o.device(gpu());
-  EXPECT_FALSE(fused_radial_mlp(random_mlp({10, 64, 64}, c), at::empty({1, 10}, c)));  // float64
-  const at::TensorOptions f = c.dtype(at::kFloat);
-  EXPECT_FALSE(fused_radial_mlp(random_mlp({10, 65, 64}, f), at::empty({1, 10}, f)));
-  EXPECT_TRUE(fused_radial_mlp(random_mlp({10, 64, 64}, f), at::empty({1, 10}, f)));
+  const at::TensorOptions c = at::TensorOptions().device(gpu());
+  EXPECT_FALSE(RadialMlp(random_mlp({10, 64, 64}, c.dtype(at::kDouble))).fused());
+  EXPECT_FALSE(RadialMlp(random_mlp({10, 65, 64}, c.dtype(at::kFloat))).fused());
+  EXPECT_TRUE(RadialMlp(random_mlp({10, 64, 64}, c.dtype(at::kFloat))).fused());
 }
 
 }  // namespace
