@@ -116,6 +116,10 @@ at::Tensor radial_mlp_hidden(const std::vector<at::Tensor>& folded, const at::Te
   return h;
 }
 
+at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre) {
+  return at::mm(radial_mlp_hidden(folded, ef, pre), folded.back());
+}
+
 at::Tensor radial_mlp_hidden_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
                                  const at::Tensor& grad_hidden) {
   at::Tensor g = grad_hidden;

@@ -34,9 +34,10 @@ at::Tensor edge_geometry_vjp(const MaceParams& model, const EdgeGeometry& geomet
 // folded once per model: layer k's 1/sqrt(fan_in) and, for k > 0, the silu normalisation constant of
 // the activation before it are multiplied into W_k, so a layer is one GEMM and one plain silu.
 std::vector<at::Tensor> fold_radial_mlp(const std::vector<at::Tensor>& layers);
-// Without the output layer (callers apply it, and its transpose, themselves): the last hidden
-// activation [Ec, H], `pre` receiving the pre-activations the backward pass needs; and d(ef) from its
-// gradient. (radial_mlp_op.h runs these as fused kernels on CUDA.)
+// `pre` receives the hidden pre-activations the backward pass needs.
+at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);
+// Without the output layer: the last hidden activation [Ec, H], and d(ef) from its gradient (callers
+// take the output layer's transpose themselves).
 at::Tensor radial_mlp_hidden(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);
 at::Tensor radial_mlp_hidden_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
                                  const at::Tensor& grad_hidden);

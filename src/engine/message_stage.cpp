@@ -52,12 +52,11 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
   {
     const Tf32Scope tf32(layer.tf32);
     // With pairs, one MLP row per pair (its first edge's features, equal bit for bit to the second's).
-    const at::Tensor rows = in.pairs ? in.pairs->first : at::Tensor();
-    const at::Tensor hidden = layer.mlp.hidden(s->geometry.ef, rows, &s->mlp_pre);
+    const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
     if (layer.first) {
-      s->hidden = hidden;
+      s->hidden = radial_mlp_hidden(layer.radial, ef, &s->mlp_pre);
     } else {
-      s->radial = at::mm(hidden, layer.radial.back());
+      s->radial = radial_mlp_forward(layer.radial, ef, &s->mlp_pre);
     }
   }
   lap(timer, "radial_mlp");
@@ -109,9 +108,9 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
     const Tf32Scope tf32(layer.tf32);
     // Through the output layer: per edge, or per shared row (dR already summed over its pair).
     if (!layer.first) grad_hidden = at::mm(g.dR, layer.radial.back().t());
-    // A pair's MLP row gets both edges' gradients (the reassociated layer's come per edge); its
-    // distance gradient goes half to each edge.
-    grad_ef = layer.mlp.hidden_vjp(s.mlp_pre, grad_hidden, in.pairs && layer.first ? in.pairs : nullptr);
+    // A pair's MLP row gets both edges' gradients; its distance gradient goes half to each edge.
+    if (in.pairs && layer.first) grad_hidden = sum_pair_rows(*in.pairs, grad_hidden);
+    grad_ef = radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden);
     if (in.pairs) grad_ef = grad_ef.index_select(0, in.pairs->index) * in.pairs->share;
   }
   if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));

@@ -12,7 +12,6 @@
 #include "engine/edge_geometry_op.h"
 #include "engine/edge_terms.h"
 #include "engine/first_layer.h"
-#include "engine/radial_mlp_op.h"
 #include "engine/radial_pairs.h"
 #include "model/mace_params.h"
 
@@ -52,12 +51,11 @@ class StageTimer;
 struct MessageLayer {
   // reassociate: run the layer as first_layer.h (its x_table rows are then per sender species slot).
   MessageLayer(const InteractionParams& layer, ConvTPOp tp, bool tf32 = false, bool reassociate = false)
-      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), mlp(radial), tp(std::move(tp)), tf32(tf32) {
+      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)), tf32(tf32) {
     if (reassociate) first.emplace(this->tp.descriptor(), radial.back());
   }
   const InteractionParams* params;    // the model's layer (density weights)
   std::vector<at::Tensor> radial;     // fold_radial_mlp of its radial MLP
-  RadialMlp mlp;                      // its hidden layers (radial_mlp_op.h)
   ConvTPOp tp;                        // its fused tensor-product kernels (conv_tp_op.h)
   bool tf32;                          // radial-MLP GEMMs on TF32 tensor cores (float32 on CUDA)
   std::optional<FirstLayerOp> first;  // set: the layer runs reassociated (no R, no per-edge TP)

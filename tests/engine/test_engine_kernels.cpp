@@ -3,18 +3,13 @@
 //   element of the longest array, sizes that differ) and exact negation of paired vectors;
 // - per-atom sums (engine/atom_sums_op.h): forces and virial from edge gradients against plain
 //   loops over the edges, with padding edges and atoms;
-// - the fused radial-MLP kernels (engine/radial_mlp_op.h, float32 on CUDA) against the GEMM-and-silu
-//   code of edge_terms.h, forward and vjp, with row indices and pair sums.
 // CPU cases run in CI (label engine); *Gpu* cases run under `ctest -L gpu`.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include "engine/atom_sums_op.h"
-#include "engine/edge_terms.h"
 #include "engine/graph_checks.h"
-#include "engine/radial_mlp_op.h"
 #include "model/device.h"
 
 namespace flashmace {
@@ -137,85 +132,6 @@ TEST(AtomSums, ForcesAndVirialOnCpu) { check_atom_sums(at::kCPU); }
 TEST(AtomSumsGpu, ForcesAndVirialOnCuda) {
   if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
   check_atom_sums(gpu());
-}
-
-// Random folded MLP weights: widths = {n_basis, hidden..., output}.
-std::vector<at::Tensor> random_mlp(const std::vector<int64_t>& widths, const at::TensorOptions& o) {
-  std::vector<at::Tensor> w;
-  for (std::size_t k = 0; k + 1 < widths.size(); ++k) w.push_back(at::randn({widths[k], widths[k + 1]}, o) * 0.3);
-  return w;
-}
-
-// Pairs over E edges: rows (first, second) with some singles and padding rows (first 0, second -1).
-RadialPairs random_pairs(int64_t E, const at::Device& device) {
-  std::mt19937 rng(7);
-  std::vector<int64_t> perm(E);
-  for (int64_t e = 0; e < E; ++e) perm[e] = e;
-  std::shuffle(perm.begin(), perm.end(), rng);
-  std::vector<int64_t> first, second;
-  for (int64_t k = 0; k < E;) {
-    const bool pair = k + 1 < E && rng() % 5 != 0;
-    first.push_back(perm[k]);
-    second.push_back(pair ? perm[k + 1] : -1);
-    k += pair ? 2 : 1;
-  }
-  for (int k = 0; k < 3; ++k) {
-    first.push_back(0);
-    second.push_back(-1);
-  }
-  RadialPairs p;
-  p.first = at::tensor(first).to(device);
-  p.second = at::tensor(second).to(device);
-  p.rows = p.first.size(0);
-  return p;
-}
-
-void check_radial_mlp(const std::vector<int64_t>& widths, double tol) {
-  const at::TensorOptions o = at::TensorOptions().dtype(at::kFloat).device(gpu());
-  const std::vector<at::Tensor> w = random_mlp(widths, o);
-  const RadialMlp mlp(w);
-  ASSERT_TRUE(mlp.fused());
-  const int64_t E = 1000;  // not a multiple of the kernels' blocks
-  // ef as a column range of a wider tensor: rows with a stride of their own
-  const at::Tensor ef = at::randn({E, widths[0] + 3}, o).narrow(1, 1, widths[0]);
-  const RadialPairs pairs = random_pairs(E, gpu());
-  for (bool indexed : {false, true}) {
-    const at::Tensor index = indexed ? pairs.first : at::Tensor();
-    std::vector<at::Tensor> pre, pre_ref;
-    const at::Tensor h = mlp.hidden(ef, index, &pre);
-    const at::Tensor h_ref = radial_mlp_hidden(w, indexed ? ef.index_select(0, index) : ef.contiguous(), &pre_ref);
-    EXPECT_LT(relative_error(h, h_ref), tol) << "forward, indexed " << indexed;
-    ASSERT_EQ(pre.size(), pre_ref.size());
-    for (std::size_t k = 0; k < pre.size(); ++k) EXPECT_LT(relative_error(pre[k], pre_ref[k]), tol) << "pre " << k;
-
-    // vjp from a per-row gradient, and (indexed) from a per-edge gradient summed over pairs
-    const at::Tensor g_rows = at::randn({h.size(0), h.size(1)}, o);
-    EXPECT_LT(relative_error(mlp.hidden_vjp(pre, g_rows, nullptr), radial_mlp_hidden_vjp(w, pre_ref, g_rows)), tol)
-        << "vjp, indexed " << indexed;
-    if (indexed) {
-      const at::Tensor g_edges = at::randn({E, h.size(1)}, o);
-      EXPECT_LT(relative_error(mlp.hidden_vjp(pre, g_edges, &pairs),
-                               radial_mlp_hidden_vjp(w, pre_ref, sum_pair_rows(pairs, g_edges))),
-                tol)
-          << "vjp with pair sums";
-    }
-  }
-}
-
-TEST(RadialMlpGpu, FusedEqualsGemms) {
-  if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
-  check_radial_mlp({10, 64, 64, 64, 1280}, 2e-5);  // MACE-MP-0's shape
-  check_radial_mlp({6, 16, 16, 96}, 2e-5);         // the test models' shape
-  check_radial_mlp({8, 33, 64, 7, 20}, 2e-5);      // odd widths
-}
-
-TEST(RadialMlp, OnlyFloat32CudaWithinTheWidthsIsFused) {
-  EXPECT_FALSE(RadialMlp(random_mlp({10, 64, 64}, at::TensorOptions().dtype(at::kFloat))).fused());  // CPU
-  if (!gpu_kernels_available()) return;
-  const at::TensorOptions c = at::TensorOptions().device(gpu());
-  EXPECT_FALSE(RadialMlp(random_mlp({10, 64, 64}, c.dtype(at::kDouble))).fused());
-  EXPECT_FALSE(RadialMlp(random_mlp({10, 65, 64}, c.dtype(at::kFloat))).fused());
-  EXPECT_TRUE(RadialMlp(random_mlp({10, 64, 64}, c.dtype(at::kFloat))).fused());
 }
 
 }  // namespace
