@@ -202,10 +202,12 @@ template <class DeviceType>
 void PairMACEFlashKokkos<DeviceType>::unpack_forward_comm(int n, int first, double* buf) {
   fk::unpack_rows<LMPHostType>(n, first, fk::wrap_rows<LMPHostType>(halo_.rows(), atom->nlocal + atom->nghost, halo_.ncols()),
                                fk::Buffer<LMPHostType>(buf, n * halo_.ncols()));
+  halo_.count_forward_values(static_cast<long long>(n) * halo_.ncols());
 }
 
 template <class DeviceType>
 int PairMACEFlashKokkos<DeviceType>::pack_reverse_comm(int n, int first, double* buf) {
+  halo_.count_reverse_values(static_cast<long long>(n) * halo_.ncols());
   return fk::pack_range<LMPHostType>(n, first, fk::wrap_rows<LMPHostType>(halo_.rows(), atom->nlocal + atom->nghost, halo_.ncols()),
                                      fk::Buffer<LMPHostType>(buf, n * halo_.ncols()));
 }
@@ -231,6 +233,7 @@ void PairMACEFlashKokkos<DeviceType>::unpack_forward_comm_kokkos(int n, int firs
   const auto buf_view = buf.view<DeviceType>();
   fk::unpack_rows<DeviceType>(n, first, fk::wrap_rows<DeviceType>(halo_.rows(), atom->nlocal + atom->nghost, halo_.ncols()),
                               fk::Buffer<DeviceType>(buf_view.data(), buf_view.extent(0)));
+  halo_.count_forward_values(static_cast<long long>(n) * halo_.ncols());
 }
 
 namespace LAMMPS_NS {

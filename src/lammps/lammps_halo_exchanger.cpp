@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "lammps.h"
 #include "lmp_compat.h"
+#include "mpi.h"
 
 namespace flashmace_lammps {
 
@@ -22,7 +23,20 @@ void LammpsHaloExchanger::start(double* rows, int ncols, const char* direction) 
   ncols_ = ncols;
 }
 
-void LammpsHaloExchanger::begin() { open_.clear(); }
+LammpsHaloExchanger::Traffic& LammpsHaloExchanger::slot(std::vector<Traffic>& traffic, std::size_t layer) {
+  if (traffic.size() <= layer) traffic.resize(layer + 1);
+  return traffic[layer];
+}
+
+void LammpsHaloExchanger::clear_traffic() {
+  forward_traffic_.clear();
+  reverse_traffic_.clear();
+}
+
+void LammpsHaloExchanger::begin() {
+  open_.clear();
+  forwards_ = 0;
+}
 
 void LammpsHaloExchanger::finish() {
   const std::size_t ntotal = lmp_->atom->nlocal + lmp_->atom->nghost;
@@ -34,15 +48,26 @@ void LammpsHaloExchanger::finish() {
 
 void LammpsHaloExchanger::forward(double* rows, int ncols) {
   start(rows, ncols, "forward");
+  layer_ = forwards_++;
+  Traffic& t = slot(forward_traffic_, layer_);
+  const double t0 = MPI_Wtime();
   forward_comm(lmp_->comm, pair_);
+  t.seconds += MPI_Wtime() - t0;
+  ++t.calls;
   rows_ = nullptr;
   open_.push_back(ncols);
 }
 
 void LammpsHaloExchanger::reverse(double* rows, int ncols) {
   start(rows, ncols, "reverse");
+  // (the layer of the forward exchange it matches: reverse exchanges come last layer first)
+  layer_ = open_.empty() ? 0 : open_.size() - 1;
   if (!open_.empty()) open_.pop_back();
+  Traffic& t = slot(reverse_traffic_, layer_);
+  const double t0 = MPI_Wtime();
   reverse_comm(lmp_->comm, pair_);
+  t.seconds += MPI_Wtime() - t0;
+  ++t.calls;
   rows_ = nullptr;
   // Multi-hop swaps leave partial sums in ghost rows on the way home; the owners hold the totals.
   const std::size_t nlocal = lmp_->atom->nlocal, ntotal = nlocal + lmp_->atom->nghost;
@@ -64,14 +89,16 @@ void LammpsHaloExchanger::unpack_forward(int n, int first, const double* buf) {
     double* row = rows_ + static_cast<std::size_t>(i) * ncols_;
     for (int c = 0; c < ncols_; ++c) row[c] = buf[m++];
   }
+  count_forward_values(m);
 }
 
-int LammpsHaloExchanger::pack_reverse(int n, int first, double* buf) const {
+int LammpsHaloExchanger::pack_reverse(int n, int first, double* buf) {
   int m = 0;
   for (int i = first; i < first + n; ++i) {
     const double* row = rows_ + static_cast<std::size_t>(i) * ncols_;
     for (int c = 0; c < ncols_; ++c) buf[m++] = row[c];
   }
+  count_reverse_values(m);
   return m;
 }
 

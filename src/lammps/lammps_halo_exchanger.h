@@ -40,14 +40,31 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   double* rows() const { return rows_; }
   int ncols() const { return ncols_; }
 
+  // What the exchanges of one exchanged layer moved: values are doubles received by ghost rows
+  // (forward) or sent from them to their owners (reverse), self-swaps (periodic images on this
+  // rank) included, on this rank; seconds are wall time in LAMMPS's communication calls.
+  struct Traffic {
+    long long calls = 0, values = 0;
+    double seconds = 0;
+  };
+  // Per exchanged layer (the k-th forward exchange of an evaluation is layer k; a reverse one is
+  // the layer of the forward one it matches), since the last clear_traffic().
+  const std::vector<Traffic>& forward_traffic() const { return forward_traffic_; }
+  const std::vector<Traffic>& reverse_traffic() const { return reverse_traffic_; }
+  void clear_traffic();
+  // The Kokkos style packs with its own kernels: it reports the values it unpacked / packed.
+  void count_forward_values(long long values) { forward_traffic_[layer_].values += values; }
+  void count_reverse_values(long long values) { reverse_traffic_[layer_].values += values; }
+
   // Pair::pack_forward_comm & co., with LAMMPS's arguments.
   int pack_forward(int n, const int* list, double* buf) const;
   void unpack_forward(int n, int first, const double* buf);
-  int pack_reverse(int n, int first, double* buf) const;
+  int pack_reverse(int n, int first, double* buf);
   void unpack_reverse(int n, const int* list, const double* buf);
 
  private:
   void start(double* rows, int ncols, const char* direction);
+  static Traffic& slot(std::vector<Traffic>& traffic, std::size_t layer);
 
   LAMMPS_NS::LAMMPS* lmp_;
   LAMMPS_NS::Pair* pair_;
@@ -55,6 +72,9 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   double* rows_ = nullptr;  // the rows of the exchange in progress
   int ncols_ = 0;
   std::vector<int> open_;  // widths of forward exchanges not yet matched by a reverse one
+  std::size_t forwards_ = 0;  // forward exchanges of this evaluation so far
+  std::size_t layer_ = 0;     // the exchanged layer of the exchange in progress
+  std::vector<Traffic> forward_traffic_, reverse_traffic_;
 };
 
 }  // namespace flashmace_lammps

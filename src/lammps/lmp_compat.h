@@ -6,6 +6,7 @@
 // `long` one (old API) and drops out by SFINAE when its expression does not compile.
 #include "comm.h"
 #include "neighbor.h"
+#include "pair.h"
 #if __has_include("neigh_request.h")
 #include "neigh_request.h"  // old API only; Debian's liblammps-dev lacks it (tools/install_deps.sh)
 #endif
@@ -45,7 +46,21 @@ void request_full_list(N* neighbor, P* pair, int instance, long) {
   neighbor->requests[irequest]->full = 1;
 }
 
+// Pair::finish(): LAMMPS releases after 2022 call it at the end of every run and minimisation
+// (Finish::end), so a style can add its own statistics to the timing breakdown.
+template <typename P>
+constexpr auto has_finish(int) -> decltype(&P::finish, true) {
+  return true;
+}
+template <typename P>
+constexpr bool has_finish(long) {
+  return false;
+}
+
 }  // namespace detail
+
+// Whether this LAMMPS calls Pair::finish() after each run (else the style reports at a run's last step).
+constexpr bool pair_has_finish() { return detail::has_finish<LAMMPS_NS::Pair>(0); }
 
 inline void forward_comm(LAMMPS_NS::Comm* comm, LAMMPS_NS::Pair* pair) { detail::forward_comm(comm, pair, 0); }
 inline void reverse_comm(LAMMPS_NS::Comm* comm, LAMMPS_NS::Pair* pair) { detail::reverse_comm(comm, pair, 0); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -12,6 +13,7 @@
 #include "core/model_file.h"
 #include "domain.h"
 #include "error.h"
+#include "fix_mace_flash_report.h"
 #include "force.h"
 #include "lmp_compat.h"
 #include "memory.h"
@@ -237,6 +239,8 @@ void PairMACEFlash::init_style() {
   const int width = config.num_interactions > 1 ? config.hidden().dim() : 0;
   comm_forward = comm_reverse = width;
   halo_.set_max_cols(width);
+  // (LAMMPS without Pair::finish(): the exchange report comes from an internal fix's post_run)
+  if (!flashmace_lammps::pair_has_finish()) FixMACEFlashReport::ensure(lmp);
 }
 
 double PairMACEFlash::init_one(int, int) { return model_->cutoff(); }
@@ -257,6 +261,44 @@ void PairMACEFlash::evaluate_or_stop(const std::function<void()>& evaluation) {
   } catch (const std::exception& e) {
     error->one(FLERR, text(std::string("Pair style mace/flash: evaluation failed: ") + e.what()));
   }
+}
+
+void PairMACEFlash::finish() { report_exchange(); }
+
+void PairMACEFlash::report_exchange() {
+  using Traffic = flashmace_lammps::LammpsHaloExchanger::Traffic;
+  const std::vector<Traffic> directions[2] = {halo_.forward_traffic(), halo_.reverse_traffic()};
+  halo_.clear_traffic();
+  // Every rank makes the same exchanges, so every rank has the same number of layers and calls.
+  int layers = static_cast<int>(std::max(directions[0].size(), directions[1].size()));
+  int most = 0;
+  MPI_Allreduce(&layers, &most, 1, MPI_INT, MPI_MAX, world);
+  if (most == 0) return;
+  std::string table;
+  for (int layer = 0; layer < most; ++layer)
+    for (int d = 0; d < 2; ++d) {
+      const Traffic t = layer < static_cast<int>(directions[d].size()) ? directions[d][layer] : Traffic{};
+      long long values = 0, calls = 0;
+      double sum = 0, max = 0;
+      MPI_Allreduce(&t.values, &values, 1, MPI_LONG_LONG, MPI_SUM, world);
+      MPI_Allreduce(&t.calls, &calls, 1, MPI_LONG_LONG, MPI_MAX, world);
+      MPI_Allreduce(&t.seconds, &sum, 1, MPI_DOUBLE, MPI_SUM, world);
+      MPI_Allreduce(&t.seconds, &max, 1, MPI_DOUBLE, MPI_MAX, world);
+      if (calls == 0) continue;
+      const double per = 1.0 / static_cast<double>(calls);
+      char row[160];
+      std::snprintf(row, sizeof(row), "  %5d  %-9s  %9lld  %17.1f  %13.3f  %17.4f  %17.4f\n", layer + 1,
+                    d == 0 ? "forward" : "reverse", calls, static_cast<double>(values) * per,
+                    8e-3 * static_cast<double>(values) * per, 1e3 * sum / comm->nprocs * per, 1e3 * max * per);
+      table += row;
+    }
+  if (comm->me == 0)
+    utils::logmesg(lmp, text("mace/flash halo exchange (node features of the layers after the first, through LAMMPS's "
+                             "ghost communication, staged through host memory; " +
+                             std::to_string(comm->nprocs) + " rank(s)); values are doubles, over all ranks:\n"
+                             "  layer  direction  exchanges  values / exchange  kB / exchange  ms / exchange avg  "
+                             "ms / exchange max\n" +
+                             table));
 }
 
 void PairMACEFlash::stop_non_finite_position(tagint tag) {

@@ -31,6 +31,12 @@ class PairMACEFlash : public Pair {
   void coeff(int, char**) override;
   void init_style() override;
   double init_one(int, int) override;
+  // Prints what the per-layer halo exchange moved and cost since the last report, in the style of
+  // LAMMPS's timing breakdown (collective), and starts counting anew; nothing when nothing was
+  // exchanged. Called at the end of every run: by LAMMPS through finish(), which overrides
+  // Pair::finish() where LAMMPS has it (releases after 2022), else by FixMACEFlashReport.
+  void report_exchange();
+  void finish();
 
   // Ghost-row exchange of node features (forward) and their gradients (reverse).
   int pack_forward_comm(int, int*, double*, int, int*) override;
