@@ -134,18 +134,28 @@ at::Tensor FastEngine::sorted_vectors(const at::Tensor& vectors64) const {
   return at::cat({vectors64, padding}).index_select(0, topology_.order);
 }
 
-// The halo exchange on the calling thread. The exchanger works on host float64 rows, so the rows of
-// the graph's atoms (not the padding) are staged through the host.
+// The halo exchange on the calling thread. The exchanger works on host float64 rows, so the rows
+// that travel are staged through (pinned) host memory: forward, the owned rows go out and the ghost
+// rows come back (the exchange writes every ghost row); reverse, the ghost rows go out and the
+// owners' sums come back, added on the model's device. Padding rows stay where they are.
 void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
   if (!halo_) return;
-  at::Tensor rows = all_rows.narrow(0, 0, topology_.atoms);
-  at::Tensor host = rows.to(at::kCPU, at::kDouble, /*non_blocking=*/false, /*copy=*/true).contiguous();
-  const int ncols = static_cast<int>(rows.size(1));
-  if (forward)
+  const int64_t nlocal = topology_.nlocal, nghost = topology_.atoms - nlocal;
+  const at::Tensor local = all_rows.narrow(0, 0, nlocal), ghost = all_rows.narrow(0, nlocal, nghost);
+  const int ncols = static_cast<int>(all_rows.size(1));
+  at::Tensor host = at::empty({nlocal + nghost, ncols},
+                              at::TensorOptions().dtype(at::kDouble).pinned_memory(all_rows.is_cuda()));
+  if (forward) {
+    host.narrow(0, 0, nlocal).copy_(local);
     halo_->forward(host.data_ptr<double>(), ncols);
-  else
+    ghost.copy_(host.narrow(0, nlocal, nghost));
+  } else {
+    host.narrow(0, 0, nlocal).zero_();
+    host.narrow(0, nlocal, nghost).copy_(ghost);
     halo_->reverse(host.data_ptr<double>(), ncols);
-  rows.copy_(host);
+    local.add_(host.narrow(0, 0, nlocal).to(all_rows.device(), all_rows.scalar_type()));
+    ghost.zero_();
+  }
 }
 
 EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64, int64_t nlocal, HaloExchanger* halo,
