@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/device.h"
+
 namespace flashmace::testing {
 
 at::Tensor reference_tensor(const SafetensorsFile& f, const std::string& key) {
@@ -35,6 +37,14 @@ Graph reference_graph(const SafetensorsFile& f, const std::string& prefix) {
   }
   for (double x : us) g.unit_shifts.push_back(static_cast<int>(std::lround(x)));
   return g;
+}
+
+bool gpu_kernels_available() {
+#if FLASHMACE_CUDA_KERNELS
+  return cuda_available();
+#else
+  return false;
+#endif
 }
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {

@@ -33,6 +33,9 @@ Graph reversed_edges(const Graph& g);
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 
+// Whether the engine's own CUDA kernels can run here: built with them, and a GPU present.
+bool gpu_kernels_available();
+
 // EXPECTs energy (relative), forces, node energies and virial (absolute) of got within the bounds
 // of want; `what` names the case in failures.
 void expect_same_prediction(const Prediction& got, const Prediction& want, double energy_rel_tol, double abs_tol,

@@ -25,6 +25,7 @@ namespace flashmace {
 namespace {
 
 using testing::ConvTPProblem;
+using testing::gpu_kernels_available;
 using testing::ConvTPReference;
 
 // float64: the kernels and the reference differ only in summation order (a few ulps per element,
@@ -184,14 +185,6 @@ std::vector<NamedLayout> specializable_layouts() {
   add("32x0e+32x1o+32x2e", 2, "0e+1o+2e");
   add("32x1o+32x1e", 1, "0e+1o+1e");
   return out;
-}
-
-bool gpu_kernels_available() {
-#if FLASHMACE_CUDA_KERNELS
-  return cuda_available();
-#else
-  return false;
-#endif
 }
 
 TEST(ConvTPDescriptor, KeepsOnlyStructuralNonZerosWithAlpha) {

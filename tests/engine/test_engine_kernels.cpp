@@ -10,18 +10,12 @@
 
 #include "engine/atom_sums_op.h"
 #include "engine/graph_checks.h"
-#include "model/device.h"
+#include "test_support.h"
 
 namespace flashmace {
 namespace {
 
-bool gpu_kernels_available() {
-#if FLASHMACE_CUDA_KERNELS
-  return cuda_available();
-#else
-  return false;
-#endif
-}
+using testing::gpu_kernels_available;
 
 at::Device gpu() { return at::Device(at::kCUDA, 0); }
 
