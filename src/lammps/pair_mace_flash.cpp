@@ -142,12 +142,23 @@ void PairMACEFlash::coeff(int narg, char** arg) {
 std::string PairMACEFlash::resolved_device() const {
   if (device_ != "cuda") return device_;
   const int gpus = flashmace::cuda_device_count();
-  if (gpus <= 0) return device_;  // the evaluator explains that there is no GPU
+  // (collective on world: every rank takes part, also one that sees no GPU)
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
-  int local_rank = 0;
+  int local_rank = 0, local_size = 1;
   MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
+  // More ranks on a node than GPUs share them round-robin: said, never silent (device cuda:N asks
+  // for a GPU by name, sharing it on purpose).
+  const int crowded = gpus > 0 && local_size > gpus ? 1 : 0;
+  int anywhere = 0;
+  MPI_Allreduce(&crowded, &anywhere, 1, MPI_INT, MPI_MAX, world);
+  if (anywhere && comm->me == 0)
+    error->warning(FLERR, text("pair_style mace/flash device cuda: a node runs more MPI ranks than it has GPUs, so "
+                               "ranks share GPUs (node-local rank modulo the GPU count) and wait for each other on "
+                               "them; start one rank per GPU, or name the GPU with device cuda:N to share on purpose"));
+  if (gpus <= 0) return device_;  // the evaluator explains that there is no GPU
   return "cuda:" + std::to_string(local_rank % gpus);
 }
 
