@@ -59,7 +59,8 @@ constexpr bool has_finish(long) {
 
 }  // namespace detail
 
-// Whether this LAMMPS calls Pair::finish() after each run (else the style reports at a run's last step).
+// Whether this LAMMPS calls Pair::finish() after each run (else the style reports through an internal
+// fix, fix_mace_flash_report.h).
 constexpr bool pair_has_finish() { return detail::has_finish<LAMMPS_NS::Pair>(0); }
 
 inline void forward_comm(LAMMPS_NS::Comm* comm, LAMMPS_NS::Pair* pair) { detail::forward_comm(comm, pair, 0); }
