@@ -1,6 +1,9 @@
 #include "engine/first_layer.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "engine/first_layer_kernels.h"
 #include "engine/species_outer_kernels.h"
 
 #if FLASHMACE_CUDA_KERNELS
@@ -58,6 +61,53 @@ FirstLayerOp::FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out) :
     }
     c_.push_back(c.to(w_out.options()));
   }
+  if (w_out.is_cuda()) {
+    // The kernels take blocks up to l = 4; their backward writes each harmonic from the one path that
+    // reads it (none: zeroed first; several: the ATen formulation).
+    std::vector<int> readers(static_cast<std::size_t>(d.dim_sh), 0);
+    std::vector<int32_t> table;
+    std::vector<double> entry_c;
+    forward_kernel_ = backward_kernel_ = true;
+    for (const ConvTPPathDescriptor& p : d.paths) {
+      table.insert(table.end(), {p.x_offset, p.y_offset, p.mid_offset, p.w_offset, p.mul, p.d2, p.d3, p.entry_begin,
+                                 p.entry_end});
+      forward_kernel_ = forward_kernel_ && p.d2 <= kFirstLayerMaxDim && p.d3 <= kFirstLayerMaxDim;
+      for (int j = p.y_offset; j < p.y_offset + p.d2; ++j) ++readers[static_cast<std::size_t>(j)];
+    }
+    for (int r : readers) {
+      backward_kernel_ = backward_kernel_ && r <= 1;
+      zero_unread_harmonics_ = zero_unread_harmonics_ || r == 0;
+    }
+    backward_kernel_ = backward_kernel_ && forward_kernel_;
+    for (const ConvTPPathDescriptor& p : d.paths)
+      for (int i = p.entry_begin; i < p.entry_end; ++i) entry_c.push_back(p.alpha * d.entries[i].c);
+    for (const ConvTPW3jEntry& e : d.entries) table.insert(table.end(), {e.m2, e.m3});
+    static_assert(sizeof(FirstLayerPath) == 9 * sizeof(int32_t), "FirstLayerPath is packed as 9 ints");
+    device_paths_ = at::tensor(table, at::kInt).to(w_out.device());
+    device_entry_c_ = at::tensor(entry_c, at::kDouble).to(w_out.options());
+    w_out_t_ = w_out_.t().contiguous();
+  }
+}
+
+template <typename T>
+FirstLayerArgs<T> FirstLayerOp::device_args(const at::Tensor& x, int64_t nrows) const {
+  FirstLayerArgs<T> a;
+  a.paths = reinterpret_cast<const FirstLayerPath*>(device_paths_.data_ptr<int32_t>());
+  a.num_paths = static_cast<int>(d_.paths.size());
+  a.entry_m = device_paths_.data_ptr<int32_t>() + 9 * a.num_paths;
+  a.entry_c = device_entry_c_.data_ptr<T>();
+  for (const ConvTPPathDescriptor& p : d_.paths) a.max_mul = std::max(a.max_mul, p.mul);
+  a.x = x.data_ptr<T>();
+  a.Z = static_cast<int>(x.size(0));
+  a.x_stride = static_cast<int>(x.size(1));
+  a.w = w_out_.data_ptr<T>();
+  a.wt = w_out_t_.data_ptr<T>();
+  a.H = static_cast<int>(w_out_.size(0));
+  a.w_stride = static_cast<int>(w_out_.size(1));
+  a.J = d_.dim_sh;
+  a.dim_mid = d_.dim_mid;
+  a.nrows = nrows;
+  return a;
 }
 
 at::Tensor FirstLayerOp::sums(const at::Tensor& h, const at::Tensor& Y, const at::Tensor& slot,
@@ -84,6 +134,19 @@ at::Tensor FirstLayerOp::sums(const at::Tensor& h, const at::Tensor& Y, const at
 at::Tensor FirstLayerOp::aggregate(const at::Tensor& S, const at::Tensor& x) const {
   const int64_t n = S.size(0), Z = S.size(1), H = S.size(2);
   at::Tensor agg = at::empty({n, d_.dim_mid}, S.options());
+#if FLASHMACE_CUDA_KERNELS
+  if (S.is_cuda() && forward_kernel_) {
+    const at::Tensor Sc = S.contiguous(), xc = x.contiguous();
+    const c10::cuda::CUDAGuard guard(S.device());
+    bool done = false;
+    AT_DISPATCH_FLOATING_TYPES(S.scalar_type(), "first_layer_aggregate", [&] {
+      const FirstLayerArgs<scalar_t> a = device_args<scalar_t>(xc, n);
+      if ((done = first_layer_cuda_supports(a)))
+        first_layer_aggregate_cuda(a, Sc.data_ptr<scalar_t>(), agg.data_ptr<scalar_t>(), stream_of(S));
+    });
+    if (done) return agg;
+  }
+#endif
   for (std::size_t q = 0; q < d_.paths.size(); ++q) {
     const ConvTPPathDescriptor& p = d_.paths[q];
     // T[n, Z, d3, H] = C_p^T S_p, then G = T W_p [n, Z, d3, C], then agg_p = sum_z x[z, u] G.
@@ -98,6 +161,21 @@ at::Tensor FirstLayerOp::aggregate(const at::Tensor& S, const at::Tensor& x) con
 
 at::Tensor FirstLayerOp::aggregate_backward(const at::Tensor& dagg, const at::Tensor& x, int64_t H) const {
   const int64_t n = dagg.size(0), Z = x.size(0);
+#if FLASHMACE_CUDA_KERNELS
+  if (dagg.is_cuda() && backward_kernel_) {
+    at::Tensor dS = zero_unread_harmonics_ ? at::zeros({n, Z, H, d_.dim_sh}, dagg.options())
+                                           : at::empty({n, Z, H, d_.dim_sh}, dagg.options());
+    const at::Tensor gc = dagg.contiguous(), xc = x.contiguous();
+    const c10::cuda::CUDAGuard guard(dagg.device());
+    bool done = false;
+    AT_DISPATCH_FLOATING_TYPES(dagg.scalar_type(), "first_layer_aggregate_backward", [&] {
+      const FirstLayerArgs<scalar_t> a = device_args<scalar_t>(xc, n);
+      if ((done = first_layer_cuda_supports(a)))
+        first_layer_aggregate_backward_cuda(a, gc.data_ptr<scalar_t>(), dS.data_ptr<scalar_t>(), stream_of(dagg));
+    });
+    if (done) return dS;
+  }
+#endif
   at::Tensor dS = at::zeros({n, Z, H, d_.dim_sh}, dagg.options());
   for (std::size_t q = 0; q < d_.paths.size(); ++q) {
     const ConvTPPathDescriptor& p = d_.paths[q];
@@ -118,11 +196,21 @@ std::pair<at::Tensor, at::Tensor> FirstLayerOp::sums_backward(const at::Tensor& 
   const at::Tensor hi = h_index.defined() ? h_index.contiguous() : at::Tensor();
   const at::Tensor dSc = dS.contiguous();
   const int64_t E = Y.size(0), nrows = rp.size(0) - 1;
-  const at::Tensor edge_row = at::repeat_interleave(at::arange(nrows, rp.options()), rp.diff(), 0, E);
+  // Each edge's row, for the per-edge kernels (the CPU's; CUDA's when the dS slabs do not fit).
+  bool per_edge = h.is_cpu();
+#if FLASHMACE_CUDA_KERNELS
+  if (!per_edge) {
+    const int Z = static_cast<int>(dS.size(1)), H = static_cast<int>(h.size(1)), J = static_cast<int>(Y.size(1));
+    per_edge = h.scalar_type() == at::kFloat ? !species_outer_cuda_stages_slabs<float>(Z, H, J)
+                                             : !species_outer_cuda_stages_slabs<double>(Z, H, J);
+  }
+#endif
+  const at::Tensor edge_row =
+      per_edge ? at::repeat_interleave(at::arange(nrows, rp.options()), rp.diff(), 0, E) : at::Tensor();
   at::Tensor dh = at::empty({E, h.size(1)}, h.options()), dY = at::empty_like(Yc);
   AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "first_layer_sums_backward", [&] {
     SpeciesOuterArgs<scalar_t> a = args<scalar_t>(hc, hi, Yc, sc, rp, dS.size(1));
-    a.edge_row = edge_row.data_ptr<int64_t>();
+    if (edge_row.defined()) a.edge_row = edge_row.data_ptr<int64_t>();
     if (h.is_cpu()) {
       species_outer_backward_cpu(a, dSc.data_ptr<scalar_t>(), dh.data_ptr<scalar_t>(), dY.data_ptr<scalar_t>());
     } else {

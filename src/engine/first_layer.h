@@ -6,7 +6,9 @@
 //   agg[row, p, u, m3] = sum_z x[z, u] sum_k W[k, p, u] sum_m2 C_p[m2, m3] S[row, z, k, y_p + m2],
 //   S[row, z, k, j]    = sum over the row's edges from species z of h[e, k] Y[e, j].
 // The [E, weight_numel] radial output and the per-edge tensor product never exist: per edge only
-// h (x) Y is summed (species_outer_kernels.h), the rest is per row (GEMMs over rows x species).
+// h (x) Y is summed (species_outer_kernels.h), the rest is per row: one kernel each way on CUDA
+// (first_layer_kernels.h), GEMMs over rows x species on the CPU (and on CUDA for block sizes the
+// kernels do not take).
 // Exact: the same sums in another order. Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
@@ -15,6 +17,9 @@
 #include "engine/conv_tp_descriptor.h"
 
 namespace flashmace {
+
+template <typename T>
+struct FirstLayerArgs;
 
 class FirstLayerOp {
  public:
@@ -37,9 +42,17 @@ class FirstLayerOp {
                                                   const at::Tensor& h_index = {}) const;
 
  private:
+  template <typename T>
+  FirstLayerArgs<T> device_args(const at::Tensor& x, int64_t nrows) const;
+
   ConvTPDescriptor d_;
   at::Tensor w_out_;
   std::vector<at::Tensor> c_;  // per path: C_p [d2, d3] with alpha, in the dtype and on the device
+  // CUDA: the paths (FirstLayerPath) followed by the entries' (m2, m3) as int32, the entries'
+  // alpha * c in the dtype, and w_out transposed, on the device; whether the kernels take the
+  // layer (else the ATen formulation runs on the GPU too), and whether some harmonic is unread.
+  at::Tensor device_paths_, device_entry_c_, w_out_t_;
+  bool forward_kernel_ = false, backward_kernel_ = false, zero_unread_harmonics_ = false;
 };
 
 }  // namespace flashmace

@@ -4,6 +4,12 @@
 
 #include "core/error.h"
 #include "engine/graph_checks.h"
+#include "engine/pair_rows_kernels.h"
+
+#if FLASHMACE_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 namespace flashmace {
 
@@ -136,6 +142,19 @@ void copy_pairs_keeping_storage(RadialPairs& to, const RadialPairs& from) {
 }
 
 at::Tensor sum_pair_rows(const RadialPairs& p, const at::Tensor& per_edge) {
+#if FLASHMACE_CUDA_KERNELS
+  if (per_edge.is_cuda() && per_edge.dim() == 2) {
+    const at::Tensor x = per_edge.contiguous(), first = p.first.contiguous(), second = p.second.contiguous();
+    at::Tensor out = at::empty({first.size(0), x.size(1)}, x.options());
+    const c10::cuda::CUDAGuard guard(x.device());
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "sum_pair_rows", [&] {
+      pair_rows_sum_cuda(x.data_ptr<scalar_t>(), first.data_ptr<int64_t>(), second.data_ptr<int64_t>(), out.size(0),
+                         out.size(1), out.data_ptr<scalar_t>(),
+                         c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+    });
+    return out;
+  }
+#endif
   const at::Tensor a = per_edge.index_select(0, p.first);
   const at::Tensor b = per_edge.index_select(0, p.second.clamp_min(0));
   return at::where((p.second >= 0).unsqueeze(1), a + b, a);

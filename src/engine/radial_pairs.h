@@ -63,7 +63,7 @@ class RadialPairCache {
 };
 
 // [E, K] per edge -> [U, K]: per row, its first edge's values plus its second edge's (in that order,
-// so the result is reproducible bit for bit).
+// so the result is reproducible bit for bit; one kernel on CUDA, pair_rows_kernels.h).
 at::Tensor sum_pair_rows(const RadialPairs& pairs, const at::Tensor& per_edge);
 
 }  // namespace flashmace

@@ -3,12 +3,17 @@
 //   element of the longest array, sizes that differ) and exact negation of paired vectors;
 // - per-atom sums (engine/atom_sums_op.h): forces and virial from edge gradients against plain
 //   loops over the edges, with padding edges and atoms;
+// - the reassociated first layer's CUDA kernels (engine/first_layer.h) against its CPU
+//   formulation (ATen GEMMs per path, and the CPU loops of the per-edge sums);
 // CPU cases run in CI (label engine); *Gpu* cases run under `ctest -L gpu`.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "core/irreps.h"
 #include "engine/atom_sums_op.h"
+#include "engine/conv_tp_descriptor.h"
+#include "engine/first_layer.h"
 #include "engine/graph_checks.h"
 #include "test_support.h"
 
@@ -126,6 +131,72 @@ TEST(AtomSums, ForcesAndVirialOnCpu) { check_atom_sums(at::kCPU); }
 TEST(AtomSumsGpu, ForcesAndVirialOnCuda) {
   if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
   check_atom_sums(gpu());
+}
+
+
+// A first layer of MACE's shape, small: scalar inputs for Z species slots, harmonics up to l = 3,
+// outputs 0e + 1o + 2e + 3o; rows with and without edges, slots in runs and interleaved, rows of
+// h shared by edge pairs through h_index.
+struct FirstLayerCase {
+  ConvTPDescriptor d;
+  at::Tensor w_out, x, h, h_index, Y, slot, row_ptr, dagg;
+  int64_t nrows = 0;
+};
+
+FirstLayerCase first_layer_case(at::ScalarType dtype) {
+  const Irreps in1 = Irreps::parse("24x0e"), sh = Irreps::spherical_harmonics(3);
+  FirstLayerCase c;
+  c.d = ConvTPDescriptor::build(in1, sh, conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e+3o")));
+  const int64_t Z = 3, H = 8;
+  const std::vector<int64_t> counts = {5, 0, 9, 1, 0, 14, 3, 7};
+  c.nrows = static_cast<int64_t>(counts.size());
+  const auto f = at::TensorOptions().dtype(dtype);
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor count = at::tensor(counts, i64);
+  c.row_ptr = at::cat({at::zeros({1}, i64), at::cumsum(count, 0)});
+  const int64_t E = count.sum().item<int64_t>();
+  c.w_out = at::randn({H, c.d.weight_numel}, f);
+  c.x = at::randn({Z, c.d.dim_in1}, f);
+  c.h = at::randn({E, H}, f);
+  c.h_index = at::randperm(E, i64);
+  c.Y = at::randn({E, c.d.dim_sh}, f);
+  c.slot = at::randint(0, Z, {E}, i64);
+  c.slot.narrow(0, 5, 9).fill_(1);  // a run of one slot: row 2
+  c.dagg = at::randn({c.nrows, c.d.dim_mid}, f);
+  return c;
+}
+
+void check_first_layer_on_cuda(at::ScalarType dtype, double tolerance) {
+  const FirstLayerCase c = first_layer_case(dtype);
+  const auto cuda = [](const at::Tensor& t) { return t.to(gpu()); };
+  const FirstLayerOp cpu_op(c.d, c.w_out), gpu_op(c.d, cuda(c.w_out));
+  const int64_t Z = c.x.size(0);
+  for (const at::Tensor& h_index : {at::Tensor(), c.h_index}) {
+    const at::Tensor S = cpu_op.sums(c.h, c.Y, c.slot, c.row_ptr, c.nrows, Z, h_index);
+    const at::Tensor S_gpu = gpu_op.sums(cuda(c.h), cuda(c.Y), cuda(c.slot), cuda(c.row_ptr), c.nrows, Z,
+                                         h_index.defined() ? cuda(h_index) : at::Tensor());
+    // The same sums in the same order, in double (a fused multiply-add on the GPU in float64).
+    EXPECT_LT(relative_error(S_gpu, S), dtype == at::kDouble ? 1e-15 : 1e-7) << at::toString(dtype);
+    const auto [dh, dY] = cpu_op.sums_backward(S, c.h, c.Y, c.slot, c.row_ptr, h_index);
+    const auto [dh_gpu, dY_gpu] = gpu_op.sums_backward(cuda(S), cuda(c.h), cuda(c.Y), cuda(c.slot), cuda(c.row_ptr),
+                                                       h_index.defined() ? cuda(h_index) : at::Tensor());
+    EXPECT_LT(relative_error(dh_gpu, dh), tolerance) << at::toString(dtype);
+    EXPECT_LT(relative_error(dY_gpu, dY), tolerance) << at::toString(dtype);
+  }
+  const at::Tensor S = at::randn({c.nrows, Z, c.h.size(1), c.d.dim_sh}, c.h.options());
+  EXPECT_LT(relative_error(gpu_op.aggregate(cuda(S), cuda(c.x)), cpu_op.aggregate(S, c.x)), tolerance);
+  EXPECT_LT(relative_error(gpu_op.aggregate_backward(cuda(c.dagg), cuda(c.x), c.h.size(1)),
+                           cpu_op.aggregate_backward(c.dagg, c.x, c.h.size(1))),
+            tolerance);
+  // Deterministic: bit for bit on a repeat.
+  EXPECT_TRUE(at::equal(gpu_op.aggregate_backward(cuda(c.dagg), cuda(c.x), c.h.size(1)),
+                        gpu_op.aggregate_backward(cuda(c.dagg), cuda(c.x), c.h.size(1))));
+}
+
+TEST(FirstLayerGpu, KernelsMatchTheCpuFormulation) {
+  if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
+  check_first_layer_on_cuda(at::kDouble, 1e-13);
+  check_first_layer_on_cuda(at::kFloat, 1e-5);
 }
 
 }  // namespace

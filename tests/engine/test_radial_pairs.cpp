@@ -1,7 +1,8 @@
 // Reverse-edge pairs for the shared radial MLP (engine/radial_pairs.h): in a periodic single domain
 // every edge pairs with its reverse, also between an atom and its own images and between two atoms
 // joined through several images; edges from ghost atoms stay single; a vector that is not the exact
-// negation of its reverse's stays single; the pair sums are first + second, bit for bit.
+// negation of its reverse's stays single; the pair sums are first + second, bit for bit, also
+// from the CUDA kernel (*Gpu*, under `ctest -L gpu`).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include "core/local_graph.h"
 #include "core/structure.h"
 #include "engine/radial_pairs.h"
+#include "test_support.h"
 
 namespace flashmace {
 namespace {
@@ -162,6 +164,21 @@ TEST(RadialPairs, PairRowsSumFirstThenSecond) {
   for (int64_t u = 0; u < p.rows; ++u) {
     const at::Tensor want = second[u] < 0 ? values[first[u]] : values[first[u]] + values[second[u]];
     EXPECT_TRUE(at::equal(sums[u], want)) << u;
+  }
+}
+
+
+TEST(RadialPairsGpu, PairRowsSumEqualsTheCpuBitForBit) {
+  if (!testing::gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
+  const LocalGraph lg = ghost_domain(5);
+  const Edges g = domain_edges(lg);
+  const RadialPairs p = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kFloat);
+  RadialPairs on_gpu = p;
+  on_gpu.first = p.first.cuda();
+  on_gpu.second = p.second.cuda();
+  for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    const at::Tensor values = at::randn({lg.num_edges(), 64}, at::TensorOptions().dtype(dtype));
+    EXPECT_TRUE(at::equal(sum_pair_rows(on_gpu, values.cuda()).cpu(), sum_pair_rows(p, values)));
   }
 }
 
