@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <vector>
 
 #include "atom.h"
 #include "comm.h"
@@ -18,6 +20,7 @@
 #include "lmp_compat.h"
 #include "memory.h"
 #include "engine/host_evaluation.h"
+#include "engine/memory_plan.h"
 #include "model/device.h"
 #include "neigh_list.h"
 #include "neighbor.h"
@@ -138,28 +141,37 @@ void PairMACEFlash::coeff(int narg, char** arg) {
 }
 
 // "cuda" means one GPU per rank: the node-local rank modulo the GPUs this process sees (ranks of one
-// node share a GPU only when there are more ranks than GPUs). "cuda:N" is taken as given.
-std::string PairMACEFlash::resolved_device() const {
-  if (device_ != "cuda") return device_;
+// node share a GPU only when there are more ranks than GPUs). "cuda:N" is taken as given. Either way
+// the ranks of a node that land on the same GPU are counted: they split its default memory budget.
+// (Collective on world for any cuda device: every rank takes part, also one that sees no GPU.)
+PairMACEFlash::PlacedDevice PairMACEFlash::place_device() const {
+  if (device_.rfind("cuda", 0) != 0) return {device_, 1};
   const int gpus = flashmace::cuda_device_count();
-  // (collective on world: every rank takes part, also one that sees no GPU)
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
   int local_rank = 0, local_size = 1;
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
+  PlacedDevice placed{device_, 1};
+  if (device_ == "cuda") {
+    // More ranks on a node than GPUs share them round-robin: said, never silent (device cuda:N asks
+    // for a GPU by name, sharing it on purpose).
+    const int crowded = gpus > 0 && local_size > gpus ? 1 : 0;
+    int anywhere = 0;
+    MPI_Allreduce(&crowded, &anywhere, 1, MPI_INT, MPI_MAX, world);
+    if (anywhere && comm->me == 0)
+      error->warning(FLERR, text("pair_style mace/flash device cuda: a node runs more MPI ranks than it has GPUs, "
+                                 "so ranks share GPUs (node-local rank modulo the GPU count) and wait for each "
+                                 "other on them; start one rank per GPU, or name the GPU with device cuda:N to "
+                                 "share on purpose"));
+    if (gpus > 0) placed.name = "cuda:" + std::to_string(local_rank % gpus);  // else the evaluator explains
+  }
+  const int mine = gpus > 0 && placed.name.size() > 5 ? std::atoi(placed.name.c_str() + 5) : -1;
+  std::vector<int> all(static_cast<std::size_t>(local_size), -1);
+  MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, node);
   MPI_Comm_free(&node);
-  // More ranks on a node than GPUs share them round-robin: said, never silent (device cuda:N asks
-  // for a GPU by name, sharing it on purpose).
-  const int crowded = gpus > 0 && local_size > gpus ? 1 : 0;
-  int anywhere = 0;
-  MPI_Allreduce(&crowded, &anywhere, 1, MPI_INT, MPI_MAX, world);
-  if (anywhere && comm->me == 0)
-    error->warning(FLERR, text("pair_style mace/flash device cuda: a node runs more MPI ranks than it has GPUs, so "
-                               "ranks share GPUs (node-local rank modulo the GPU count) and wait for each other on "
-                               "them; start one rank per GPU, or name the GPU with device cuda:N to share on purpose"));
-  if (gpus <= 0) return device_;  // the evaluator explains that there is no GPU
-  return "cuda:" + std::to_string(local_rank % gpus);
+  if (mine >= 0) placed.sharers = static_cast<int>(std::count(all.begin(), all.end(), mine));
+  return placed;
 }
 
 // A model that loads on some ranks only (a file on node-local disk missing on one node, a GPU that
@@ -183,7 +195,8 @@ void PairMACEFlash::stop_if_any_rank_failed(const std::string& failure) {
 }
 
 void PairMACEFlash::load_model() {
-  const std::string device = resolved_device();
+  const PlacedDevice placed = place_device();
+  const std::string& device = placed.name;
   std::string failure;
   try {
     const flashmace::ModelFile file = flashmace::ModelFile::load(model_path_);
@@ -193,6 +206,9 @@ void PairMACEFlash::load_model() {
     o.device = device;
     o.edge_chunk = edge_chunk_;
     o.memory_bytes = memory_gb_ * 1e9;
+    // Ranks sharing a GPU split its default budget (each would otherwise plan for half of it).
+    if (memory_gb_ == 0 && placed.sharers > 1)
+      o.memory_bytes = flashmace::default_memory_budget(device) / placed.sharers;
     o.sc = sc_;
     o.tf32 = tf32_;
     if (comm->me == 0) o.log = [this](const std::string& line) { utils::logmesg(lmp, text(line + "\n")); };

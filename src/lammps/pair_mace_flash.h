@@ -73,7 +73,12 @@ class PairMACEFlash : public Pair {
   bool tf32_ = false;
   bool exchange_ = true;
 
-  std::string resolved_device() const;
+  // The device this rank runs on, and how many ranks of its node run on the same GPU (1 otherwise).
+  struct PlacedDevice {
+    std::string name;
+    int sharers = 1;
+  };
+  PlacedDevice place_device() const;
 
   // pair_coeff
   std::string model_path_;
