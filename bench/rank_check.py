@@ -90,7 +90,8 @@ LOOP = re.compile(r"Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps wi
 TASKS = re.compile(r"CPU use with (\d+) MPI tasks")
 NGHOST = re.compile(r"^Nghost:\s+(\S+) ave\s+(\S+) max\s+(\S+) min", re.M)
 MODEL_LINE = re.compile(r"(\d+) interactions, hidden irreps (\S+),")
-REPORT_ROW = re.compile(r"^\s+(\d+)\s+(forward|reverse)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+# (kB and ms are "-" on one rank: the exchange stays in the model's memory, nothing is sent)
+REPORT_ROW = re.compile(r"^\s+(\d+)\s+(forward|reverse)\s+(\d+)\s+([\d.]+)\s+([\d.]+|-)\s+([\d.]+|-)\s+([\d.]+|-)\s*$")
 
 
 class RunFailed(Exception):
@@ -149,6 +150,18 @@ def thermo_blocks(output):
     return blocks
 
 
+def number(text):
+    """A report column: a number, or None for "-" (an exchange in place: nothing sent, no own time)."""
+    return None if text == "-" else float(text)
+
+
+def kb_ms(e):
+    """An exchange's size and time for the tables: "in place" when it sent nothing."""
+    if e["kB"] is None:
+        return "in place"
+    return f"{e['kB']:.1f} kB" + (f", {e['ms_avg']:.3f} ms" if e["ms_avg"] is not None else "")
+
+
 def exchange_reports(output):
     """Each halo-exchange report, in output order, as {"LAYER direction": {exchanges, values, kB, ms_avg, ms_max}}."""
     found, current = [], None
@@ -157,8 +170,8 @@ def exchange_reports(output):
             current = {}
             found.append(current)
         elif current is not None and (m := REPORT_ROW.match(line)):
-            current[f"{m[1]} {m[2]}"] = {"exchanges": int(m[3]), "values": float(m[4]), "kB": float(m[5]),
-                                         "ms_avg": float(m[6]), "ms_max": float(m[7])}
+            current[f"{m[1]} {m[2]}"] = {"exchanges": int(m[3]), "values": float(m[4]), "kB": number(m[5]),
+                                         "ms_avg": number(m[6]), "ms_max": number(m[7])}
         elif current is not None and not line.startswith("  layer"):
             current = None
     return found
@@ -368,8 +381,7 @@ def exchange_cells(row, index):
     reports = row.get("reports") or []
     if len(reports) <= index:
         return "-"
-    return "<br>".join(f"{k}: {e['values']:.0f} values, {e['kB']:.1f} kB, {e['ms_avg']:.3f} ms"
-                       for k, e in sorted(reports[index].items()))
+    return "<br>".join(f"{k}: {e['values']:.0f} values, {kb_ms(e)}" for k, e in sorted(reports[index].items()))
 
 
 def write_table(args, rows, path):
@@ -477,7 +489,7 @@ def main():
                 if s0 else "no comparison")
         exchange = ""
         if len(r.get("reports") or []) > 0:
-            exchange = ", exchange " + ", ".join(f"{k} {e['values']:.0f} values ({e['kB']:.1f} kB)"
+            exchange = ", exchange " + ", ".join(f"{k} {e['values']:.0f} values ({kb_ms(e)})"
                                                  for k, e in sorted(r["reports"][0].items()))
             exchange += f" for {r['ghosts_step0']} ghosts x {r['width']}"
         print(f"rank_check: {r['ranks']} rank(s), {r.get('atoms', '?')} atoms: {errs}{exchange}: "

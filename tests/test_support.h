@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/local_graph.h"
 #include "core/safetensors.h"
 #include "core/structure.h"
 #include "model/reference_model.h"
@@ -35,6 +36,22 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 
 // Whether the engine's own CUDA kernels can run here: built with them, and a GPU present.
 bool gpu_kernels_available();
+
+// A one-domain exchanger that names each ghost's owner (HaloExchanger::local_owners), so that the
+// fast engine exchanges in its own memory; it counts those exchanges and any staged call (which
+// must not come).
+class LocalOwnersExchanger : public OwnerMapExchanger {
+ public:
+  LocalOwnersExchanger(int nlocal, const std::vector<int>& owner) : OwnerMapExchanger(nlocal, owner), owner_(owner) {}
+  const std::vector<int>* local_owners() override { return &owner_; }
+  void exchanged_locally(bool forward, int) override { ++(forward ? local_forward : local_reverse); }
+  void forward(double*, int) override { ++staged; }
+  void reverse(double*, int) override { ++staged; }
+  int local_forward = 0, local_reverse = 0, staged = 0;
+
+ private:
+  std::vector<int> owner_;
+};
 
 // EXPECTs energy (relative), forces, node energies and virial (absolute) of got within the bounds
 // of want; `what` names the case in failures.

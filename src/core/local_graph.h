@@ -28,6 +28,13 @@ class HaloExchanger {
   virtual ~HaloExchanger() = default;
   virtual void forward(double* rows, int ncols) = 0;  // ghost rows <- their owners' rows
   virtual void reverse(double* rows, int ncols) = 0;  // owners += ghost rows; ghost rows <- 0
+
+  // One domain (a single process: every ghost is a periodic image of one of its own atoms): the
+  // local row that each ghost row g (node nlocal + g) copies, or null. A caller that gets them may
+  // exchange in its own memory (a gather forward, per-owner sums reverse: no staging through host
+  // rows) instead of calling forward/reverse, and reports each such exchange to exchanged_locally().
+  virtual const std::vector<int>* local_owners() { return nullptr; }
+  virtual void exchanged_locally(bool /*forward*/, int /*ncols*/) {}
 };
 
 // A periodic structure as one domain: the atoms are local, every periodic image within `cutoff` of

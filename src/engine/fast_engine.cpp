@@ -134,15 +134,51 @@ at::Tensor FastEngine::sorted_vectors(const at::Tensor& vectors64) const {
   return at::cat({vectors64, padding}).index_select(0, topology_.order);
 }
 
-// The halo exchange on the calling thread. The exchanger works on host float64 rows, so the rows
-// that travel are staged through (pinned) host memory: forward, the owned rows go out and the ghost
-// rows come back (the exchange writes every ghost row); reverse, the ghost rows go out and the
-// owners' sums come back, added on the model's device. Padding rows stay where they are.
+// The ghosts' owners when the exchanger names them (one domain), on the model's device: the
+// exchanges then stay there.
+void FastEngine::update_local_exchange() {
+  const std::vector<int>* owners = halo_ ? halo_->local_owners() : nullptr;
+  const int64_t nghost = topology_.atoms - topology_.nlocal;
+  if (!owners || static_cast<int64_t>(owners->size()) != nghost || nghost == 0) {
+    local_ = LocalExchange{};
+    return;
+  }
+  if (local_.owner.defined() && *owners == local_.host) return;  // the same ghosts (no new neighbour list)
+  local_.host = *owners;
+  const at::Tensor owner =
+      at::tensor(std::vector<int64_t>(owners->begin(), owners->end()), at::kLong).to(p_.options.device());
+  const auto sorted = at::sort(owner, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  const auto unique = at::unique_consecutive(std::get<0>(sorted), /*return_inverse=*/false, /*return_counts=*/true);
+  local_.owner = owner;
+  local_.perm = std::get<1>(sorted);
+  local_.owners = std::get<0>(unique);
+  local_.counts = std::get<2>(unique);
+}
+
+// The halo exchange on the calling thread. With the ghosts' owners known (one domain), in place on
+// the model's device: forward a gather of the owners' rows, reverse each owner's ghost rows summed
+// in float64 in ghost order (a segment sum: deterministic) and added. Otherwise through the
+// exchanger, which works on host float64 rows: the rows that travel are staged through (pinned)
+// host memory: forward, the owned rows go out and the ghost rows come back (the exchange writes
+// every ghost row); reverse, the ghost rows go out and the owners' sums come back, added on the
+// model's device. Padding rows stay where they are.
 void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
   if (!halo_) return;
   const int64_t nlocal = topology_.nlocal, nghost = topology_.atoms - nlocal;
   const at::Tensor local = all_rows.narrow(0, 0, nlocal), ghost = all_rows.narrow(0, nlocal, nghost);
   const int ncols = static_cast<int>(all_rows.size(1));
+  if (local_.owner.defined()) {
+    if (forward) {
+      ghost.copy_(local.index_select(0, local_.owner));
+    } else {
+      const at::Tensor sums = at::segment_reduce(ghost.index_select(0, local_.perm).to(at::kDouble), "sum",
+                                                 local_.counts, {}, {}, 0, /*unsafe=*/true, at::Scalar(0));
+      local.index_add_(0, local_.owners, sums.to(all_rows.scalar_type()));
+      ghost.zero_();
+    }
+    halo_->exchanged_locally(forward, ncols);
+    return;
+  }
   at::Tensor host = at::empty({nlocal + nghost, ncols},
                               at::TensorOptions().dtype(at::kDouble).pinned_memory(all_rows.is_cuda()));
   if (forward) {
@@ -189,6 +225,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   if (timer_) timer_->start();
   update_topology(g, nlocal, options, use_graph);
   halo_ = halo;
+  update_local_exchange();
   graphed_ = use_graph;
   const EdgeTopology& topo = topology_;
 

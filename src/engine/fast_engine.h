@@ -115,6 +115,14 @@ class FastEngine {
   int64_t graph_pairs_generation_ = -1;   // pair_cache_'s generation they were made from
   EngineResult graph_out_;   // padded rows
   HaloExchanger* halo_ = nullptr;  // this run's exchanger (read by the step's exchanges)
+  // When the exchanger names each ghost's local owner (one domain): the exchange in place on the
+  // model's device. owner [nghost]; the ghosts sorted by owner (perm), the distinct owners and
+  // their ghost counts for deterministic per-owner sums. Undefined: staged through the exchanger.
+  struct LocalExchange {
+    std::vector<int> host;  // the exchanger's owners these were made from
+    at::Tensor owner, perm, owners, counts;
+  };
+  LocalExchange local_;
   bool graphed_ = false;
   int graph_captures_ = 0;
 
@@ -128,6 +136,7 @@ class FastEngine {
   void step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
             const SegmentedCudaGraph::Cut& cut, EngineResult* out);
   void exchange(const at::Tensor& rows, bool forward) const;
+  void update_local_exchange();
   at::Tensor sorted_vectors(const at::Tensor& vectors64) const;
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "atom.h"
+#include "comm.h"
 #include "core/error.h"
 #include "lammps.h"
 #include "lmp_compat.h"
@@ -31,6 +32,41 @@ LammpsHaloExchanger::Traffic& LammpsHaloExchanger::slot(std::vector<Traffic>& tr
 void LammpsHaloExchanger::clear_traffic() {
   forward_traffic_.clear();
   reverse_traffic_.clear();
+  in_place_ = false;
+}
+
+const std::vector<int>* LammpsHaloExchanger::local_owners() {
+  if (lmp_->comm->nprocs != 1) return nullptr;
+  const int nlocal = lmp_->atom->nlocal, ntotal = nlocal + lmp_->atom->nghost;
+  std::vector<double> index(static_cast<std::size_t>(ntotal), -1.0);
+  for (int i = 0; i < nlocal; ++i) index[static_cast<std::size_t>(i)] = i;
+  start(index.data(), 1, "ghost owners");
+  counting_ = false;
+  forward_comm(lmp_->comm, pair_);
+  counting_ = true;
+  rows_ = nullptr;
+  owners_.resize(static_cast<std::size_t>(ntotal - nlocal));
+  for (int g = 0; g < ntotal - nlocal; ++g) {
+    const double owner = index[static_cast<std::size_t>(nlocal + g)];
+    if (!(owner >= 0 && owner < nlocal)) return nullptr;  // not an image of a local atom: use the communication
+    owners_[static_cast<std::size_t>(g)] = static_cast<int>(owner);
+  }
+  return &owners_;
+}
+
+void LammpsHaloExchanger::exchanged_locally(bool forward, int ncols) {
+  in_place_ = true;
+  const long long values = static_cast<long long>(lmp_->atom->nghost) * ncols;
+  if (forward) {
+    layer_ = forwards_++;
+    open_.push_back(ncols);
+  } else {
+    layer_ = open_.empty() ? 0 : open_.size() - 1;
+    if (!open_.empty()) open_.pop_back();
+  }
+  Traffic& t = slot(forward ? forward_traffic_ : reverse_traffic_, layer_);
+  ++t.calls;
+  t.values += values;
 }
 
 void LammpsHaloExchanger::begin() {

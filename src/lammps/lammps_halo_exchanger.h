@@ -27,6 +27,12 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   // flashmace::HaloExchanger. rows: [atom->nlocal + atom->nghost][ncols].
   void forward(double* rows, int ncols) override;  // ghost rows <- their owners' rows
   void reverse(double* rows, int ncols) override;  // owners += ghost rows; ghost rows <- 0
+  // On one rank: each ghost's owner, found by sending every local atom's index through LAMMPS's
+  // forward communication (periodic images and multi-hop swaps alike); null on several ranks.
+  const std::vector<int>* local_owners() override;
+  void exchanged_locally(bool forward, int ncols) override;
+  // Whether the exchanges since clear_traffic() were made in the model's memory (local_owners()).
+  bool exchanged_in_place() const { return in_place_; }
 
   // Every exchange is collective: all ranks must make the same sequence of them. A rank whose
   // domain has no edges computes no gradients, so the model skips its backward pass and with it
@@ -53,8 +59,12 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   const std::vector<Traffic>& reverse_traffic() const { return reverse_traffic_; }
   void clear_traffic();
   // The Kokkos style packs with its own kernels: it reports the values it unpacked / packed.
-  void count_forward_values(long long values) { forward_traffic_[layer_].values += values; }
-  void count_reverse_values(long long values) { reverse_traffic_[layer_].values += values; }
+  void count_forward_values(long long values) {
+    if (counting_) forward_traffic_[layer_].values += values;
+  }
+  void count_reverse_values(long long values) {
+    if (counting_) reverse_traffic_[layer_].values += values;
+  }
 
   // Pair::pack_forward_comm & co., with LAMMPS's arguments.
   int pack_forward(int n, const int* list, double* buf) const;
@@ -75,6 +85,9 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   std::size_t forwards_ = 0;  // forward exchanges of this evaluation so far
   std::size_t layer_ = 0;     // the exchanged layer of the exchange in progress
   std::vector<Traffic> forward_traffic_, reverse_traffic_;
+  bool counting_ = true;     // false while local_owners() uses the communication
+  bool in_place_ = false;
+  std::vector<int> owners_;  // local_owners()
 };
 
 }  // namespace flashmace_lammps

@@ -295,6 +295,7 @@ void PairMACEFlash::finish() { report_exchange(); }
 void PairMACEFlash::report_exchange() {
   using Traffic = flashmace_lammps::LammpsHaloExchanger::Traffic;
   const std::vector<Traffic> directions[2] = {halo_.forward_traffic(), halo_.reverse_traffic()};
+  const bool in_place = halo_.exchanged_in_place();  // one rank: its time is inside the step's kernels
   halo_.clear_traffic();
   // Every rank makes the same exchanges, so every rank has the same number of layers and calls.
   int layers = static_cast<int>(std::max(directions[0].size(), directions[1].size()));
@@ -314,15 +315,23 @@ void PairMACEFlash::report_exchange() {
       if (calls == 0) continue;
       const double per = 1.0 / static_cast<double>(calls);
       char row[160];
-      std::snprintf(row, sizeof(row), "  %5d  %-9s  %9lld  %17.1f  %13.3f  %17.4f  %17.4f\n", layer + 1,
-                    d == 0 ? "forward" : "reverse", calls, static_cast<double>(values) * per,
-                    8e-3 * static_cast<double>(values) * per, 1e3 * sum / comm->nprocs * per, 1e3 * max * per);
+      if (in_place)
+        std::snprintf(row, sizeof(row), "  %5d  %-9s  %9lld  %17.1f  %13s  %17s  %17s\n", layer + 1,
+                      d == 0 ? "forward" : "reverse", calls, static_cast<double>(values) * per, "-", "-", "-");
+      else
+        std::snprintf(row, sizeof(row), "  %5d  %-9s  %9lld  %17.1f  %13.3f  %17.4f  %17.4f\n", layer + 1,
+                      d == 0 ? "forward" : "reverse", calls, static_cast<double>(values) * per,
+                      8e-3 * static_cast<double>(values) * per, 1e3 * sum / comm->nprocs * per, 1e3 * max * per);
       table += row;
     }
   if (comm->me == 0)
-    utils::logmesg(lmp, text("mace/flash halo exchange (node features of the layers after the first, through LAMMPS's "
-                             "ghost communication, staged through host memory; " +
-                             std::to_string(comm->nprocs) + " rank(s)); values are doubles, over all ranks:\n"
+    utils::logmesg(lmp, text(std::string("mace/flash halo exchange (node features of the layers after the first, ") +
+                             (in_place ? "in place on the model's device: one rank, every ghost a periodic image of "
+                                         "one of its atoms, nothing sent, no time of its own outside the step's "
+                                         "kernels; values are node-feature elements"
+                                       : "through LAMMPS's ghost communication, staged through host memory; values "
+                                         "are doubles") +
+                             "; " + std::to_string(comm->nprocs) + " rank(s)), over all ranks:\n"
                              "  layer  direction  exchanges  values / exchange  kB / exchange  ms / exchange avg  "
                              "ms / exchange max\n" +
                              table));

@@ -160,6 +160,7 @@ TEST(FastEngine, KeptIntermediatesInSeveralChunksEqualReference) {
 
 class FastEngineDomain : public ::testing::TestWithParam<std::string> {};
 
+
 TEST_P(FastEngineDomain, GhostDomainEqualsReferenceIncludingPerAtomVirials) {
   const Structure s = testing::reference_structure(SafetensorsFile::load(testing::reference_file(GetParam())), "bulk");
   const auto reference = evaluator(GetParam(), "reference");
@@ -180,6 +181,17 @@ TEST_P(FastEngineDomain, GhostDomainEqualsReferenceIncludingPerAtomVirials) {
       EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << what;
       EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol) << what;
     }
+  // In place (the exchanger names the ghosts' owners): the same numbers, no staged exchange.
+  testing::LocalOwnersExchanger in_place(lg.nlocal, owner);
+  const auto fast = evaluator(GetParam(), "fast");
+  const LocalPrediction got = evaluate_local(*fast, lg, &in_place, true);
+  EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol);
+  EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol);
+  EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol);
+  EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol);
+  EXPECT_EQ(in_place.staged, 0);
+  EXPECT_EQ(in_place.local_forward, fast->config().num_interactions - 1);
+  EXPECT_EQ(in_place.local_reverse, fast->config().num_interactions - 1);
   // Negative control: without the exchange, ghost features are stale and the energy is wrong.
   const LocalPrediction stale = evaluate_local(*evaluator(GetParam(), "fast"), lg, nullptr, false);
   EXPECT_GT(std::abs(stale.energy - want.energy), 1e-6);
