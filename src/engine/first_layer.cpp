@@ -62,8 +62,9 @@ FirstLayerOp::FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out) :
     c_.push_back(c.to(w_out.options()));
   }
   if (w_out.is_cuda()) {
-    // The kernels take blocks up to l = 4; their backward writes each harmonic from the one path that
-    // reads it (none: zeroed first; several: the ATen formulation).
+    // The kernels take blocks up to l = 4 and the sizes first_layer_cuda_supports allows; their
+    // backward writes each harmonic from the one path that reads it (none: zeroed first; several: the
+    // ATen formulation).
     std::vector<int> readers(static_cast<std::size_t>(d.dim_sh), 0);
     std::vector<int32_t> table;
     std::vector<double> entry_c;
@@ -78,6 +79,9 @@ FirstLayerOp::FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out) :
       backward_kernel_ = backward_kernel_ && r <= 1;
       zero_unread_harmonics_ = zero_unread_harmonics_ || r == 0;
     }
+    for (const ConvTPPathDescriptor& p : d.paths) max_mul_ = std::max(max_mul_, p.mul);
+    forward_kernel_ = forward_kernel_ && first_layer_cuda_supports(static_cast<int>(w_out.size(0)), max_mul_,
+                                                                   w_out.scalar_type() == at::kDouble);
     backward_kernel_ = backward_kernel_ && forward_kernel_;
     for (const ConvTPPathDescriptor& p : d.paths)
       for (int i = p.entry_begin; i < p.entry_end; ++i) entry_c.push_back(p.alpha * d.entries[i].c);
@@ -96,7 +100,7 @@ FirstLayerArgs<T> FirstLayerOp::device_args(const at::Tensor& x, int64_t nrows) 
   a.num_paths = static_cast<int>(d_.paths.size());
   a.entry_m = device_paths_.data_ptr<int32_t>() + 9 * a.num_paths;
   a.entry_c = device_entry_c_.data_ptr<T>();
-  for (const ConvTPPathDescriptor& p : d_.paths) a.max_mul = std::max(a.max_mul, p.mul);
+  a.max_mul = max_mul_;
   a.x = x.data_ptr<T>();
   a.Z = static_cast<int>(x.size(0));
   a.x_stride = static_cast<int>(x.size(1));
@@ -138,13 +142,11 @@ at::Tensor FirstLayerOp::aggregate(const at::Tensor& S, const at::Tensor& x) con
   if (S.is_cuda() && forward_kernel_) {
     const at::Tensor Sc = S.contiguous(), xc = x.contiguous();
     const c10::cuda::CUDAGuard guard(S.device());
-    bool done = false;
     AT_DISPATCH_FLOATING_TYPES(S.scalar_type(), "first_layer_aggregate", [&] {
-      const FirstLayerArgs<scalar_t> a = device_args<scalar_t>(xc, n);
-      if ((done = first_layer_cuda_supports(a)))
-        first_layer_aggregate_cuda(a, Sc.data_ptr<scalar_t>(), agg.data_ptr<scalar_t>(), stream_of(S));
+      first_layer_aggregate_cuda(device_args<scalar_t>(xc, n), Sc.data_ptr<scalar_t>(), agg.data_ptr<scalar_t>(),
+                                 stream_of(S));
     });
-    if (done) return agg;
+    return agg;
   }
 #endif
   for (std::size_t q = 0; q < d_.paths.size(); ++q) {
@@ -167,13 +169,11 @@ at::Tensor FirstLayerOp::aggregate_backward(const at::Tensor& dagg, const at::Te
                                            : at::empty({n, Z, H, d_.dim_sh}, dagg.options());
     const at::Tensor gc = dagg.contiguous(), xc = x.contiguous();
     const c10::cuda::CUDAGuard guard(dagg.device());
-    bool done = false;
     AT_DISPATCH_FLOATING_TYPES(dagg.scalar_type(), "first_layer_aggregate_backward", [&] {
-      const FirstLayerArgs<scalar_t> a = device_args<scalar_t>(xc, n);
-      if ((done = first_layer_cuda_supports(a)))
-        first_layer_aggregate_backward_cuda(a, gc.data_ptr<scalar_t>(), dS.data_ptr<scalar_t>(), stream_of(dagg));
+      first_layer_aggregate_backward_cuda(device_args<scalar_t>(xc, n), gc.data_ptr<scalar_t>(),
+                                          dS.data_ptr<scalar_t>(), stream_of(dagg));
     });
-    if (done) return dS;
+    return dS;
   }
 #endif
   at::Tensor dS = at::zeros({n, Z, H, d_.dim_sh}, dagg.options());

@@ -53,6 +53,7 @@ class FirstLayerOp {
   // layer (else the ATen formulation runs on the GPU too), and whether some harmonic is unread.
   at::Tensor device_paths_, device_entry_c_, w_out_t_;
   bool forward_kernel_ = false, backward_kernel_ = false, zero_unread_harmonics_ = false;
+  int max_mul_ = 0;  // largest path multiplicity
 };
 
 }  // namespace flashmace

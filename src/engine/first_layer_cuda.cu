@@ -1,6 +1,8 @@
 // first_layer_kernels.h on CUDA.
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "engine/cuda_launch_check.h"
 #include "engine/first_layer_kernels.h"
 
@@ -127,37 +129,39 @@ __device__ void aggregate_backward_path(const FirstLayerArgs<T>& a, const FirstL
   }
 }
 
-// grid: (row blocks, paths); the path's 2l + 1 picks the instantiation.
+// f(std::integral_constant<int, D>()) for a path's 2l + 1 (1, 3, 5, 7 or 9): the instantiation.
+template <typename F>
+__device__ __forceinline__ void with_path_dim(int d2, const F& f) {
+  switch (d2) {
+    case 1: f(std::integral_constant<int, 1>()); break;
+    case 3: f(std::integral_constant<int, 3>()); break;
+    case 5: f(std::integral_constant<int, 5>()); break;
+    case 7: f(std::integral_constant<int, 7>()); break;
+    default: f(std::integral_constant<int, 9>()); break;
+  }
+}
+
+// grid: (row blocks, paths).
 template <typename T, int R>
 __global__ void aggregate_kernel(FirstLayerArgs<T> a, const T* __restrict__ S, T* __restrict__ agg) {
   extern __shared__ double shared_d[];
-  T* slab = reinterpret_cast<T*>(shared_d);
   const FirstLayerPath p = a.paths[blockIdx.y];
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const int nr = static_cast<int>(a.nrows - row0 < R ? a.nrows - row0 : R);
-  switch (p.d2) {
-    case 1: aggregate_path<T, 1, R>(a, p, S, agg, slab, row0, nr); break;
-    case 3: aggregate_path<T, 3, R>(a, p, S, agg, slab, row0, nr); break;
-    case 5: aggregate_path<T, 5, R>(a, p, S, agg, slab, row0, nr); break;
-    case 7: aggregate_path<T, 7, R>(a, p, S, agg, slab, row0, nr); break;
-    default: aggregate_path<T, 9, R>(a, p, S, agg, slab, row0, nr); break;
-  }
+  with_path_dim(p.d2, [&](auto D2) {
+    aggregate_path<T, decltype(D2)::value, R>(a, p, S, agg, reinterpret_cast<T*>(shared_d), row0, nr);
+  });
 }
 
 template <typename T, int R>
 __global__ void aggregate_backward_kernel(FirstLayerArgs<T> a, const T* __restrict__ dagg, T* __restrict__ dS) {
   extern __shared__ double shared_d[];
-  T* G = reinterpret_cast<T*>(shared_d);
   const FirstLayerPath p = a.paths[blockIdx.y];
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const int nr = static_cast<int>(a.nrows - row0 < R ? a.nrows - row0 : R);
-  switch (p.d2) {
-    case 1: aggregate_backward_path<T, 1, R>(a, p, dagg, dS, G, row0, nr); break;
-    case 3: aggregate_backward_path<T, 3, R>(a, p, dagg, dS, G, row0, nr); break;
-    case 5: aggregate_backward_path<T, 5, R>(a, p, dagg, dS, G, row0, nr); break;
-    case 7: aggregate_backward_path<T, 7, R>(a, p, dagg, dS, G, row0, nr); break;
-    default: aggregate_backward_path<T, 9, R>(a, p, dagg, dS, G, row0, nr); break;
-  }
+  with_path_dim(p.d2, [&](auto D2) {
+    aggregate_backward_path<T, decltype(D2)::value, R>(a, p, dagg, dS, reinterpret_cast<T*>(shared_d), row0, nr);
+  });
 }
 
 template <typename T>
@@ -166,42 +170,39 @@ dim3 grid_of(const FirstLayerArgs<T>& a) {
   return dim3(static_cast<unsigned>((a.nrows + R - 1) / R), static_cast<unsigned>(a.num_paths));
 }
 
-template <typename T>
-size_t forward_bytes(const FirstLayerArgs<T>& a) {
-  return static_cast<size_t>(rows_per_block<T>()) * a.H * kFirstLayerMaxDim * sizeof(T);
-}
-template <typename T>
-size_t backward_bytes(const FirstLayerArgs<T>& a) {
-  return static_cast<size_t>(rows_per_block<T>()) * a.max_mul * kFirstLayerMaxDim * sizeof(T);
+// Shared memory of a block: its rows x width (forward H, backward the largest multiplicity) x 2l + 1.
+size_t shared_bytes(int rows, int width, size_t element) {
+  return static_cast<size_t>(rows) * width * kFirstLayerMaxDim * element;
 }
 
 }  // namespace
 
-template <typename T>
-bool first_layer_cuda_supports(const FirstLayerArgs<T>& a) {
+bool first_layer_cuda_supports(int H, int max_mul, bool float64) {
   constexpr size_t kShared = 48 * 1024;
-  return a.H <= 1024 && a.max_mul <= kChannels * 1024 && forward_bytes(a) <= kShared && backward_bytes(a) <= kShared;
+  const int rows = float64 ? rows_per_block<double>() : rows_per_block<float>();
+  const size_t element = float64 ? sizeof(double) : sizeof(float);
+  return H <= 1024 && max_mul <= kChannels * 1024 && shared_bytes(rows, H, element) <= kShared &&
+         shared_bytes(rows, max_mul, element) <= kShared;
 }
 
 template <typename T>
 void first_layer_aggregate_cuda(const FirstLayerArgs<T>& a, const T* S, T* agg, void* stream) {
   if (a.nrows == 0 || a.num_paths == 0) return;
   constexpr int R = rows_per_block<T>();
-  aggregate_kernel<T, R><<<grid_of(a), warps_of((a.max_mul + kChannels - 1) / kChannels), forward_bytes(a),
-                           static_cast<cudaStream_t>(stream)>>>(a, S, agg);
+  aggregate_kernel<T, R><<<grid_of(a), warps_of((a.max_mul + kChannels - 1) / kChannels),
+                           shared_bytes(R, a.H, sizeof(T)), static_cast<cudaStream_t>(stream)>>>(a, S, agg);
   check_cuda_launch("first-layer aggregate", "forward");
 }
 
 template <typename T>
 void first_layer_aggregate_backward_cuda(const FirstLayerArgs<T>& a, const T* dagg, T* dS, void* stream) {
   if (a.nrows == 0 || a.num_paths == 0) return;
-  aggregate_backward_kernel<T, rows_per_block<T>()>
-      <<<grid_of(a), warps_of(a.H), backward_bytes(a), static_cast<cudaStream_t>(stream)>>>(a, dagg, dS);
+  constexpr int R = rows_per_block<T>();
+  aggregate_backward_kernel<T, R><<<grid_of(a), warps_of(a.H), shared_bytes(R, a.max_mul, sizeof(T)),
+                                    static_cast<cudaStream_t>(stream)>>>(a, dagg, dS);
   check_cuda_launch("first-layer aggregate", "backward");
 }
 
-template bool first_layer_cuda_supports<float>(const FirstLayerArgs<float>&);
-template bool first_layer_cuda_supports<double>(const FirstLayerArgs<double>&);
 template void first_layer_aggregate_cuda<float>(const FirstLayerArgs<float>&, const float*, float*, void*);
 template void first_layer_aggregate_cuda<double>(const FirstLayerArgs<double>&, const double*, double*, void*);
 template void first_layer_aggregate_backward_cuda<float>(const FirstLayerArgs<float>&, const float*, float*, void*);

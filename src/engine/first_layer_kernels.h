@@ -39,10 +39,9 @@ struct FirstLayerArgs {
   int64_t nrows = 0;
 };
 
-// Whether the kernels take these sizes (threads per block, shared memory); else the caller keeps
-// the ATen formulation.
-template <typename T>
-bool first_layer_cuda_supports(const FirstLayerArgs<T>& a);
+// Whether the kernels take a layer of H hidden channels and paths of at most max_mul channels
+// (threads per block, shared memory); else the caller keeps the ATen formulation.
+bool first_layer_cuda_supports(int H, int max_mul, bool float64);
 template <typename T>
 void first_layer_aggregate_cuda(const FirstLayerArgs<T>& a, const T* S, T* agg, void* stream);
 template <typename T>
