@@ -27,7 +27,8 @@ exchange, each moving one row of node features (the hidden irreps' width) per gh
 ranks (LAMMPS's "Nghost" average times the ranks: exact while the average's 6 significant digits,
 rounded, times the ranks stay within half an atom; the script says when they do not); the timed run
 has --steps + 1 exchanges per layer and direction (the setup's evaluation too). The table shows
-values and kB per exchange of both runs.
+values and kB per exchange of both runs (one rank: "in place", the exchange stays in the model's
+memory and sends nothing).
 
 Writes OUT/rank-check.md (the table, the commands and the deck), OUT/rank-check.json and
 OUT/lammps-npR.log (each run's output); exits 1 when any check fails. `--exchange off` (pair_style's
