@@ -76,6 +76,7 @@ EngineSettings settings_of(const EvaluatorOptions& o) {
   s.reassociate = o.reassociate;
   s.radial_pairs = o.radial_pairs;
   s.cuda_graph = o.cuda_graph;
+  s.side_stream = o.side_stream;
   s.pad_to_bucket = o.pad_to_bucket;
   s.log = o.log;
   return s;

@@ -59,6 +59,7 @@ struct EvaluatorOptions {
   bool reassociate = true;        // fast path: first interaction per sender species (first_layer.h)
   std::string radial_pairs = "auto";  // fast path: one radial MLP per reverse-edge pair: auto | on | off
   std::string cuda_graph = "on";      // fast path on CUDA: replay small steps as CUDA graphs: on | off
+  std::string side_stream = "on";     // fast path on CUDA: later layers' radial MLPs on a second stream
   bool pad_to_bucket = false;         // fast path: pad as for CUDA graphs without one (tests the padding)
   // Messages the engine prints once (the memory plan); default: none.
   std::function<void(const std::string&)> log;

@@ -25,7 +25,10 @@ void lap(StageTimer* timer, const char* stage) {
 }  // namespace
 
 FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings settings)
-    : p_(std::move(params)), settings_(std::move(settings)), geometry_(p_) {
+    : p_(std::move(params)),
+      settings_(std::move(settings)),
+      geometry_(p_),
+      side_(settings_.side_stream == "on" ? p_.options.device() : c10::Device(c10::kCPU)) {
   const MaceConfig& c = p_.config;
   const int Z = c.num_elements();
   const InteractionParams& L0 = p_.layers[0];
@@ -35,6 +38,8 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
     throw Error("Unknown radial_pairs setting '" + settings_.radial_pairs + "' (use auto, on or off)");
   if (settings_.cuda_graph != "on" && settings_.cuda_graph != "off")
     throw Error("Unknown cuda_graph setting '" + settings_.cuda_graph + "' (use on or off)");
+  if (settings_.side_stream != "on" && settings_.side_stream != "off")
+    throw Error("Unknown side_stream setting '" + settings_.side_stream + "' (use on or off)");
   if (settings_.tf32 && (!p_.options.device().is_cuda() || p_.options.dtype() != at::kFloat))
     throw Error(
         "tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
@@ -274,7 +279,8 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   graph_ = std::make_unique<SegmentedCudaGraph>(
       p_.options.device(),
       [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, pairs, want, cut, &warm); },
-      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, pairs, want, cut, &graph_out_); });
+      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, pairs, want, cut, &graph_out_); },
+      /*high_priority=*/side_.active());
   graph_want_ = want;
   graph_halo_ = halo != nullptr;
   ++graph_captures_;
@@ -353,6 +359,28 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
   std::vector<LayerState> layers(T);
   at::Tensor energy = at::zeros({nlocal}, p_.options);
 
+  // The radial MLPs of layers 1.. need only the edge vectors: with kept states they run on the side
+  // stream while layer 0 runs, and their backward (through the geometry) while the layers below
+  // run theirs. Tensors that cross streams are shared with the allocator (side_stream.h).
+  const bool beside = side_.active() && keep && T > 1 && !timer_;
+  auto share_state = [this](const MessageChunkState& st) {
+    const EdgeGeometry& g = st.geometry;
+    for (const at::Tensor& x : {g.vectors, g.r, g.u, g.sh, g.ef, g.def_dr, st.radial, st.hidden, st.density})
+      side_.share(x);
+    for (const at::Tensor& x : g.y) side_.share(x);
+    for (const at::Tensor& x : st.mlp_pre) side_.share(x);
+  };
+  if (beside) {
+    for (int t = 1; t < T; ++t) layers[t].edges.resize(chunks.size());
+    side_.run([&] {
+      for (int t = 1; t < T; ++t)
+        for (std::size_t k = 0; k < chunks.size(); ++k)
+          message_chunk_prepare(geometry_, messages_[t], message_input(k, t, at::Tensor()), &layers[t].edges[k]);
+    });
+    for (int t = 1; t < T; ++t)
+      for (const MessageChunkState& st : layers[t].edges) share_state(st);
+  }
+
   // ---- forward -------------------------------------------------------------------------------
   at::Tensor zbl_slope;  // [E] dE_zbl/dr per edge
   if (p_.zbl) {
@@ -367,6 +395,7 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
     const InteractionParams& L = p_.layers[t];
     LayerState& S = layers[t];
     if (t > 0) {
+      if (beside && t == 1) side_.join();  // (before the exchange: a capture segment may end there)
       S.h = at::zeros({atoms, L.in.dim()}, p_.options);
       S.h.narrow(0, 0, nlocal).copy_(h_local);
       lap(timer_, "nodes_forward");
@@ -378,9 +407,12 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
     const bool one_chunk = chunks.size() == 1 && chunks[0].row0 == 0 && chunks[0].nrows == nlocal;
     S.mlin = one_chunk ? at::empty({nlocal, L.target.dim()}, p_.options) : at::zeros({nlocal, L.target.dim()}, p_.options);
     if (L.density) S.dens = at::zeros({nlocal}, p_.options);
+    std::vector<MessageChunkState> prepared = beside && t > 0 ? std::move(S.edges) : std::vector<MessageChunkState>();
+    S.edges.clear();
     for (std::size_t k = 0; k < chunks.size(); ++k) {
       const EdgeChunk& ch = chunks[k];
       MessageChunkState state;
+      if (!prepared.empty()) state = std::move(prepared[k]);  // prepared on the side stream
       lap(timer_, "edges_forward");
       const MessageChunkOutput out =
           message_chunk_forward(geometry_, messages_[t], message_input(k, t, S.hu), &state, true, timer_);
@@ -410,6 +442,14 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
 
   // ---- backward: layers in reverse, chunks recomputed (or kept), exchanges on this thread ----
   at::Tensor grad_v = at::zeros_like(v);
+  std::vector<at::Tensor> side_grad_v(chunks.size());  // per chunk, summed on the side stream (beside)
+  auto add_side_grad_v = [&] {
+    if (!beside) return;
+    side_.join();
+    for (std::size_t k = 0; k < chunks.size(); ++k)
+      if (side_grad_v[k].defined()) grad_v.narrow(0, chunks[k].begin, chunks[k].count).add_(side_grad_v[k]);
+    side_grad_v.assign(chunks.size(), at::Tensor());
+  };
   at::Tensor gh;  // dE/d(h_local) of layer t, [nlocal, dim(out_t)]
   for (int t = T - 1; t >= 0; --t) {
     const InteractionParams& L = p_.layers[t];
@@ -448,19 +488,31 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
       const at::Tensor dagg = project_[t].transpose(dmlin.narrow(0, ch.row0, ch.nrows));
       const at::Tensor dd = L.density ? ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
       lap(timer_, "edges_backward");
-      grad_v.narrow(0, ch.begin, ch.count)
-          .add_(message_chunk_backward(geometry_, messages_[t], in, state, dagg, dd, &dhu, timer_));
+      const MessageEdgeGrads grads = message_chunk_backward_messages(messages_[t], in, state, dagg, &dhu, timer_);
+      if (beside && t > 0) {
+        for (const at::Tensor& x : {grads.radial, grads.hidden, grads.harmonics, dd}) side_.share(x);
+        side_.run([&] {
+          const at::Tensor gv = message_chunk_backward_edges(geometry_, messages_[t], in, state, grads, dd);
+          side_grad_v[k] = side_grad_v[k].defined() ? side_grad_v[k].add_(gv) : gv;
+        });
+        side_.share(side_grad_v[k]);
+      } else {
+        grad_v.narrow(0, ch.begin, ch.count)
+            .add_(message_chunk_backward_edges(geometry_, messages_[t], in, state, grads, dd, timer_));
+      }
     }
     S.edges.clear();
     lap(timer_, "edges_backward");
 
     if (t > 0) {
       up_[t].transpose_into(dhu, dh, /*accumulate=*/true);
+      if (halo_) add_side_grad_v();  // (a capture segment may end at the exchange)
       if (halo_) cut([this, dh] { exchange(dh, /*forward=*/false); });
       lap(timer_, "halo_exchange");
       gh = dh.narrow(0, 0, nlocal);
     }
   }
+  add_side_grad_v();
   if (p_.zbl) {
     // dE/dv = scale * dE_zbl/dr * v / r (every receiver is owned, so every edge counts once)
     const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);

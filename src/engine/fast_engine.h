@@ -20,6 +20,7 @@
 #include "engine/node_stage.h"
 #include "engine/radial_pairs.h"
 #include "engine/sc_op.h"
+#include "engine/side_stream.h"
 #include "engine/step_graph.h"
 #include "model/mace_forward.h"
 #include "model/mace_params.h"
@@ -42,6 +43,10 @@ struct EngineSettings {
   // (padded to a bucket of edges, atoms and shared radial rows); for steps of one edge chunk and one
   // atom chunk, without a stage timer. "off": launch every kernel each step.
   std::string cuda_graph = "on";
+  // "on": on CUDA, the radial MLPs of layers after the first (forward, and backward through the
+  // geometry) run on a second stream beside the other layers' work, in steps that keep their edge
+  // states (no recompute). "off": one stream.
+  std::string side_stream = "on";
   // Pad edges and atoms to the graph bucket even without a CUDA graph (tests the padding's exactness).
   bool pad_to_bucket = false;
   std::function<void(const std::string&)> log;
@@ -104,6 +109,7 @@ class FastEngine {
   std::vector<IrrepsLinear> project_;   // per layer: the linear after the message sum (mid -> target)
   std::vector<NodeLinears> node_linears_;
   StageTimer* timer_ = nullptr;
+  SideStream side_;  // inactive on the CPU or with side_stream off
   RadialPairCache pair_cache_;  // reverse-edge pairs of the last graph
   EdgeTopology topology_;       // connectivity-derived arrays of the last graph
   // The captured step (cuda_graph on): it reads topology_'s tensors, graph_v_ and writes graph_out_.

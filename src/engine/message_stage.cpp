@@ -43,23 +43,26 @@ at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows) {
   return at::cat({at::zeros({1}, counts.options()), at::cumsum(counts, 0)});
 }
 
+void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& layer, const MessageChunkInput& in,
+                           MessageChunkState* s, StageTimer* timer) {
+  s->geometry = geometry.forward(in.vectors, in.z_sender, in.z_receiver);
+  lap(timer, "edge_geometry");
+  const Tf32Scope tf32(layer.tf32);
+  // With pairs, one MLP row per pair (its first edge's features, equal bit for bit to the second's).
+  const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
+  if (layer.first) {
+    s->hidden = radial_mlp_hidden(layer.radial, ef, &s->mlp_pre);
+  } else {
+    s->radial = radial_mlp_forward(layer.radial, ef, &s->mlp_pre);
+  }
+  lap(timer, "radial_mlp");
+}
+
 MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                          const MessageChunkInput& in, MessageChunkState* s, bool aggregate,
                                          StageTimer* timer) {
   const InteractionParams& L = *layer.params;
-  s->geometry = geometry.forward(in.vectors, in.z_sender, in.z_receiver);
-  lap(timer, "edge_geometry");
-  {
-    const Tf32Scope tf32(layer.tf32);
-    // With pairs, one MLP row per pair (its first edge's features, equal bit for bit to the second's).
-    const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
-    if (layer.first) {
-      s->hidden = radial_mlp_hidden(layer.radial, ef, &s->mlp_pre);
-    } else {
-      s->radial = radial_mlp_forward(layer.radial, ef, &s->mlp_pre);
-    }
-  }
-  lap(timer, "radial_mlp");
+  if (!s->geometry.ef.defined()) message_chunk_prepare(geometry, layer, in, s, timer);
   MessageChunkOutput out;
   if (!aggregate) return out;
   if (layer.first) {
@@ -79,35 +82,44 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
   return out;
 }
 
-at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
-                                  const MessageChunkInput& in, MessageChunkState& s, const at::Tensor& grad_aggregate,
-                                  const at::Tensor& grad_density, at::Tensor* x_table_grad, StageTimer* timer) {
-  const InteractionParams& L = *layer.params;
+MessageEdgeGrads message_chunk_backward_messages(const MessageLayer& layer, const MessageChunkInput& in,
+                                                 const MessageChunkState& s, const at::Tensor& grad_aggregate,
+                                                 at::Tensor* x_table_grad, StageTimer* timer) {
   const ConvTPOp& tp = layer.tp;
   if (layer.first && in.x_gradient)
     throw Error("message stage: a reassociated layer has no x-table gradient (its rows are species)");
-  ConvTPEdgeGrads g;
-  at::Tensor grad_hidden;
+  MessageEdgeGrads grads;
   if (layer.first) {
     const at::Tensor dS = layer.first->aggregate_backward(grad_aggregate, in.x_table, s.hidden.size(1));
-    std::tie(grad_hidden, g.dY) =
+    std::tie(grads.hidden, grads.harmonics) =
         layer.first->sums_backward(dS, s.hidden, s.geometry.sh, in.x_index, in.row_ptr, radial_index(in));
   } else {
     // With pairs, dR comes summed per shared row: the MLP's backward then runs on one row per pair.
     const bool by_row = in.pairs != nullptr;
-    g = in.x_gradient ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
+    const ConvTPEdgeGrads g =
+        in.x_gradient ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                                    in.row_ptr, *x_table_grad,
                                                    in.x_csr ? *in.x_csr : xindex_csr(in.x_index, in.x_table.size(0)),
                                                    radial_index(in), by_row)
                       : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                                    in.row_ptr, {}, {}, radial_index(in), by_row);
+    grads.radial = g.dR;
+    grads.harmonics = g.dY;
   }
   lap(timer, "tp_backward");
+  return grads;
+}
+
+at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const MessageLayer& layer,
+                                        const MessageChunkInput& in, MessageChunkState& s,
+                                        const MessageEdgeGrads& grads, const at::Tensor& grad_density,
+                                        StageTimer* timer) {
+  const InteractionParams& L = *layer.params;
   at::Tensor grad_ef;
   {
     const Tf32Scope tf32(layer.tf32);
     // Through the output layer: per edge, or per shared row (dR already summed over its pair).
-    if (!layer.first) grad_hidden = at::mm(g.dR, layer.radial.back().t());
+    at::Tensor grad_hidden = layer.first ? grads.hidden : at::mm(grads.radial, layer.radial.back().t());
     // A pair's MLP row gets both edges' gradients; its distance gradient goes half to each edge.
     if (in.pairs && layer.first) grad_hidden = sum_pair_rows(*in.pairs, grad_hidden);
     grad_ef = radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden);
@@ -115,10 +127,17 @@ at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageL
   }
   if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
   lap(timer, "radial_backward");
-  const at::Tensor gv = geometry.vjp(s.geometry, g.dY, grad_ef);
+  const at::Tensor gv = geometry.vjp(s.geometry, grads.harmonics, grad_ef);
   lap(timer, "geometry_backward");
   s = MessageChunkState{};
   return gv;
+}
+
+at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
+                                  const MessageChunkInput& in, MessageChunkState& s, const at::Tensor& grad_aggregate,
+                                  const at::Tensor& grad_density, at::Tensor* x_table_grad, StageTimer* timer) {
+  const MessageEdgeGrads grads = message_chunk_backward_messages(layer, in, s, grad_aggregate, x_table_grad, timer);
+  return message_chunk_backward_edges(geometry, layer, in, s, grads, grad_density, timer);
 }
 
 }  // namespace flashmace

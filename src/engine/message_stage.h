@@ -61,15 +61,39 @@ struct MessageLayer {
   std::optional<FirstLayerOp> first;  // set: the layer runs reassociated (no R, no per-edge TP)
 };
 
-// geometry: the model's edge geometry (edge_geometry_op.h). aggregate = false recomputes only what
-// the backward pass needs (geometry, radial MLP), not the messages. A timer, if given, is charged
-// per piece (edge_geometry, radial_mlp, tp_forward; tp_backward, radial_backward, geometry_backward).
+// The part of a chunk's forward pass that needs only the edge vectors: geometry and radial MLP
+// (state->geometry, mlp_pre, radial or hidden). It can run ahead of the layer's features (on a
+// second CUDA stream while earlier layers run: fast_engine.cpp).
+void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& layer, const MessageChunkInput& in,
+                           MessageChunkState* state, StageTimer* timer = nullptr);
+
+// geometry: the model's edge geometry (edge_geometry_op.h). Runs message_chunk_prepare unless the
+// state was prepared already. aggregate = false recomputes only what the backward pass needs
+// (geometry, radial MLP), not the messages. A timer, if given, is charged per piece (edge_geometry,
+// radial_mlp, tp_forward; tp_backward, radial_backward, geometry_backward).
 MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                          const MessageChunkInput& in, MessageChunkState* state, bool aggregate = true,
                                          StageTimer* timer = nullptr);
 
-// From d(aggregate) [nrows, dim(mid)] and d(density) [nrows] (density blocks): returns dE/dv [Ec, 3]
-// and, if in.x_gradient, adds d(x_table) into *x_table_grad. Consumes the state.
+// The backward pass in two parts. The first needs the features: from d(aggregate) [nrows,
+// dim(mid)] it gives the gradients of the edge terms (radial weights or, reassociated, the radial
+// MLP's last hidden layer; harmonics) and, if in.x_gradient, adds d(x_table) into *x_table_grad.
+struct MessageEdgeGrads {
+  at::Tensor radial;     // dE/dR, per edge or per shared radial row (not in reassociated layers)
+  at::Tensor hidden;     // dE/d(hidden), per edge (reassociated layers)
+  at::Tensor harmonics;  // dE/dY [Ec, dim(sh)]
+};
+MessageEdgeGrads message_chunk_backward_messages(const MessageLayer& layer, const MessageChunkInput& in,
+                                                 const MessageChunkState& state, const at::Tensor& grad_aggregate,
+                                                 at::Tensor* x_table_grad, StageTimer* timer = nullptr);
+// The second needs only the edge terms: with d(density) [nrows] (density blocks) it returns dE/dv
+// [Ec, 3] through the radial MLP and the geometry. Consumes the state.
+at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const MessageLayer& layer,
+                                        const MessageChunkInput& in, MessageChunkState& state,
+                                        const MessageEdgeGrads& grads, const at::Tensor& grad_density,
+                                        StageTimer* timer = nullptr);
+
+// Both parts: dE/dv [Ec, 3], and d(x_table) added into *x_table_grad if in.x_gradient.
 at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                   const MessageChunkInput& in, MessageChunkState& state,
                                   const at::Tensor& grad_aggregate, const at::Tensor& grad_density,

@@ -33,12 +33,13 @@ void order_after(const c10::cuda::CUDAStream& from, const c10::cuda::CUDAStream&
 
 }  // namespace
 
-SegmentedCudaGraph::SegmentedCudaGraph(c10::Device device, const Body& warm_up, const Body& capture)
+SegmentedCudaGraph::SegmentedCudaGraph(c10::Device device, const Body& warm_up, const Body& capture,
+                                       bool high_priority)
     : impl_(std::make_unique<Impl>()) {
   if (!device.is_cuda()) throw Error("CUDA graph: the device is " + device.str() + ", not a CUDA device");
   const c10::cuda::CUDAGuard device_guard(device);
   const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device.index());
-  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(high_priority, device.index());
   order_after(caller, side);
   {
     const c10::cuda::CUDAStreamGuard stream_guard(side);
@@ -78,7 +79,7 @@ struct SegmentedCudaGraph::Impl {};
 
 bool SegmentedCudaGraph::available() { return false; }
 
-SegmentedCudaGraph::SegmentedCudaGraph(c10::Device, const Body&, const Body&) {
+SegmentedCudaGraph::SegmentedCudaGraph(c10::Device, const Body&, const Body&, bool) {
   throw Error("CUDA graph: this build's LibTorch has no CUDA");
 }
 

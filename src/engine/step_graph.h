@@ -23,8 +23,10 @@ class SegmentedCudaGraph {
 
   // Runs warm_up eagerly on a side stream (cuBLAS workspaces and lazily loaded kernels come to exist
   // outside the capture; cuts run their work at once), then captures `capture` there. Later work on
-  // the caller's stream is ordered after the warm-up.
-  SegmentedCudaGraph(c10::Device device, const Body& warm_up, const Body& capture);
+  // the caller's stream is ordered after the warm-up. high_priority: capture on a stream of high
+  // priority, so that its kernels keep their place on the SMs when work forked from it onto a
+  // stream of normal priority (side_stream.h) could take them.
+  SegmentedCudaGraph(c10::Device device, const Body& warm_up, const Body& capture, bool high_priority = false);
   ~SegmentedCudaGraph();
   SegmentedCudaGraph(const SegmentedCudaGraph&) = delete;
   SegmentedCudaGraph& operator=(const SegmentedCudaGraph&) = delete;

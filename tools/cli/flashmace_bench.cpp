@@ -40,6 +40,7 @@ const char* kUsage =
     "  --no-reassociate                fast path: the first interaction per edge, not per sender species\n"
     "  --radial-pairs auto|on|off      fast path: one radial MLP per pair of reverse edges (default auto)\n"
     "  --cuda-graph on|off             fast path on CUDA: replay steps that fit one chunk as CUDA graphs (on)\n"
+    "  --side-stream on|off            fast path on CUDA: later layers' radial MLPs on a second stream (on)\n"
     "  --dtype float32|float64  --device cpu|cuda  --warmup N (2)  --steps N (5)\n"
     "  --no-breakdown      skip the per-stage breakdown (it costs extra synchronised steps)\n"
     "  --sweep             grow the lattice (cells N, N+1, ...) until a step fails; report the largest\n"
@@ -49,7 +50,7 @@ const char* kUsage =
 struct Options {
   std::string model, path = "fast", sc = "auto", dtype, device = "cpu", lattice = "fcc", xyz, data, json;
   bool tf32 = false, reassociate = true;
-  std::string radial_pairs = "auto", cuda_graph = "on";
+  std::string radial_pairs = "auto", cuda_graph = "on", side_stream = "on";
   std::vector<std::string> elements, types;
   double a = 3.61, perturb = 0.05;
   int cells = 6, atoms = 0, warmup = 2, steps = 5, max_cells = 64;
@@ -107,6 +108,8 @@ Options parse(int argc, char** argv) {
       o.radial_pairs = value();
     else if (a == "--cuda-graph")
       o.cuda_graph = value();
+    else if (a == "--side-stream")
+      o.side_stream = value();
     else if (a == "--device")
       o.device = value();
     else if (a == "--lattice")
@@ -292,6 +295,7 @@ int main(int argc, char** argv) {
     eo.reassociate = o.reassociate;
     eo.radial_pairs = o.radial_pairs;
     eo.cuda_graph = o.cuda_graph;
+    eo.side_stream = o.side_stream;
     eo.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
     const auto t_make = clock::now();
     const std::unique_ptr<flashmace::Evaluator> evaluator = flashmace::make_evaluator(file, eo);

@@ -17,7 +17,7 @@ const char* kUsage =
     "usage: flashmace-eval --model FILE --xyz FILE [--dtype float32|float64] [--device cpu|cuda]\n"
     "                      [--path fast|reference] [--edge-chunk N] [--atom-chunk N] [--memory GB]\n"
     "                      [--sc auto|specialized|generic] [--tf32] [--radial-pairs auto|on|off]\n"
-    "                      [--cuda-graph on|off]\n"
+    "                      [--cuda-graph on|off] [--side-stream on|off]\n"
     "Evaluates the model on the structure (default: the fast path) and prints JSON with energy (eV),\n"
     "node_energy [N], forces [N][3] (eV/A) and stress [3][3] (eV/A^3, MACE's sign convention).\n"
     "--edge-chunk/--atom-chunk force the fast path's chunk sizes, --memory its budget.\n";
@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
       options.radial_pairs = value("--radial-pairs");
     else if (a == "--cuda-graph")
       options.cuda_graph = value("--cuda-graph");
+    else if (a == "--side-stream")
+      options.side_stream = value("--side-stream");
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
