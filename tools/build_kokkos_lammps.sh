@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, once per cache, a LAMMPS with the KOKKOS and PLUGIN packages for CPU (Kokkos Serial, or
-# OpenMP) from the registries CI reaches (docs/kokkos.md):
+# OpenMP), or for an NVIDIA H200 (Kokkos CUDA, sm_90), from the registries CI reaches (docs/kokkos.md):
 #   * Kokkos 3.4.01, the version this LAMMPS asks for, from PyPI's sdist pykokkos-base==0.0.7
 #     (its external/kokkos), built as shared libraries;
 #   * LAMMPS from Debian's `lammps` source package (the installed liblammps-dev's version, 20220106:
@@ -10,8 +10,12 @@
 # `current` pointing to it: lammps/bin/lmp, lammps-src/src (the headers a plugin compiles against),
 # kokkos/ (the installed Kokkos) and flashmace-kokkos-lammps.cmake (what kokkos/CMakeLists.txt reads;
 # pass its folder as -DFLASHMACE_KOKKOS_LAMMPS=). Nothing of LAMMPS or Kokkos enters the repository.
-#   tools/build_kokkos_lammps.sh            (FLASHMACE_KOKKOS_BACKEND=serial|openmp, default serial)
+#   tools/build_kokkos_lammps.sh            (FLASHMACE_KOKKOS_BACKEND=serial|openmp|cuda, default serial)
 # A finished build is reused: a second call prints its folder and returns at once.
+# cuda: nvcc (CUDA 13) at the PATH, no GPU needed to build. Kokkos 3.4 and this LAMMPS predate both
+# Hopper and CUDA 13: tools/kokkos_cuda_patches.py edits the unpacked sources (each edit checked),
+# and everything compiles through Kokkos's nvcc_wrapper. Its folder is printed, and `current` is left
+# alone (it stays the CPU build the kk tests use).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${FLASHMACE_CACHE:-$HOME/.cache/flashmace}
@@ -28,12 +32,19 @@ say() { echo "build_kokkos_lammps: $*"; }
 case $backend in
   serial) kokkos_backend=(-DKokkos_ENABLE_SERIAL=ON) lammps_omp=OFF ;;
   openmp) kokkos_backend=(-DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_OPENMP=ON) lammps_omp=ON ;;
-  *) echo "build_kokkos_lammps: FLASHMACE_KOKKOS_BACKEND=$backend: use serial or openmp" >&2; exit 1 ;;
+  # HOPPER90 is one of the patches: an sm_80 Kokkos aborts in Kokkos::initialize on an sm_90 device.
+  cuda) kokkos_backend=(-DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
+                        -DKokkos_ARCH_HOPPER90=ON) lammps_omp=OFF
+        command -v nvcc > /dev/null ||
+          { echo "build_kokkos_lammps: FLASHMACE_KOKKOS_BACKEND=cuda needs nvcc (CUDA 13) at the PATH" >&2; exit 1; } ;;
+  *) echo "build_kokkos_lammps: FLASHMACE_KOKKOS_BACKEND=$backend: use serial, openmp or cuda" >&2; exit 1 ;;
 esac
+# Only a CPU build becomes `current`: the CPU kk tests run what it points to.
+set_current() { [ "$backend" = cuda ] || ln -sfn "$dest" "$cache/kokkos-lammps/current"; }
 
 dest=$cache/kokkos-lammps/lammps-$lammps_version-kokkos-$kokkos_version-$backend-r$recipe
 if [ -f "$dest/.complete" ]; then
-  ln -sfn "$dest" "$cache/kokkos-lammps/current"
+  set_current
   say "ready: $dest"
   exit 0
 fi
@@ -60,7 +71,15 @@ say "building Kokkos $kokkos_version ($backend, shared)"
 tar -xzf "$sdist" -C "$work" --wildcards '*/external/kokkos/*'
 kokkos_src=$(dirname "$(ls "$work"/*/external/kokkos/CMakeLists.txt)")
 grep -q "Kokkos_VERSION_MINOR 4" "$kokkos_src/CMakeLists.txt"
-cmake -S "$kokkos_src" -B "$work/kokkos-build" "${common[@]}" "${kokkos_backend[@]}" -DBUILD_SHARED_LIBS=ON \
+kokkos_cxx=() lammps_cxx=()
+if [ "$backend" = cuda ]; then
+  "$venv/bin/python" "$here/kokkos_cuda_patches.py" kokkos "$kokkos_src"
+  # Kokkos builds with its own (patched) wrapper; LAMMPS with the installed one, as the LAMMPS manual
+  # says for an external CUDA Kokkos.
+  kokkos_cxx=("-DCMAKE_CXX_COMPILER=$kokkos_src/bin/nvcc_wrapper")
+  lammps_cxx=("-DCMAKE_CXX_COMPILER=$dest/kokkos/bin/nvcc_wrapper")
+fi
+cmake -S "$kokkos_src" -B "$work/kokkos-build" "${common[@]}" "${kokkos_backend[@]}" "${kokkos_cxx[@]}" -DBUILD_SHARED_LIBS=ON \
       -DCMAKE_INSTALL_PREFIX="$dest/kokkos" -DCMAKE_INSTALL_LIBDIR=lib > "$work/kokkos.log" 2>&1 ||
   { cat "$work/kokkos.log"; exit 1; }
 cmake --build "$work/kokkos-build" -j "$jobs" > "$work/kokkos.log" 2>&1 && cmake --install "$work/kokkos-build" >> "$work/kokkos.log" 2>&1 ||
@@ -85,7 +104,7 @@ for style in atom_vec_charge atom_vec_hybrid atom_vec_sphere compute_coord_atom 
              pair_morse pair_table pair_yukawa pair_zbl; do
   rm -f "$dest/lammps-src/src/KOKKOS/${style}_kokkos.cpp" "$dest/lammps-src/src/KOKKOS/${style}_kokkos.h"
 done
-cmake -S "$dest/lammps-src/cmake" -B "$work/lammps-build" "${common[@]}" \
+cmake -S "$dest/lammps-src/cmake" -B "$work/lammps-build" "${common[@]}" "${lammps_cxx[@]}" \
       -DPKG_KOKKOS=ON -DEXTERNAL_KOKKOS=ON -DKokkos_DIR="$dest/kokkos/lib/cmake/Kokkos" -DPKG_PLUGIN=ON \
       -DBUILD_MPI=ON -DBUILD_OMP=$lammps_omp -DBUILD_SHARED_LIBS=ON -DLAMMPS_EXCEPTIONS=OFF -DLAMMPS_SIZES=smallbig \
       -DBUILD_TOOLS=OFF -DBUILD_LAMMPS_SHELL=OFF -DWITH_JPEG=OFF -DWITH_PNG=OFF -DWITH_GZIP=OFF \
@@ -108,5 +127,5 @@ set(FLASHMACE_KOKKOS_LAMMPS_KOKKOS_DIR "$dest/kokkos/lib/cmake/Kokkos")
 set(FLASHMACE_KOKKOS_LAMMPS_DESCRIPTION "LAMMPS $lammps_version (Debian source) with Kokkos $kokkos_version ($backend)")
 EOF
 touch "$dest/.complete"
-ln -sfn "$dest" "$cache/kokkos-lammps/current"
+set_current
 say "ready after $((SECONDS - start)) s: $dest"

@@ -8,6 +8,7 @@ Each edit replaces an exact text that must occur exactly the stated number of ti
 not (a different Kokkos or LAMMPS), it stops with the file and the text it looked for, rather than
 building something half-patched.
 """
+import os
 import pathlib
 import sys
 
@@ -67,6 +68,10 @@ KOKKOS = [
      "    CUDA_SAFE_CALL(\n        cudaGraphAddDependencies(m_graph, &pred_cuda_node, &cuda_node, 1));\n"
      "#endif\n", 1,
      "CUDA 13's cudaGraphAddDependencies takes edge data (none: nullptr) before the count"),
+    ("core/src/Cuda/Kokkos_Cuda_BlockSize_Deduction.hpp", "      case 86: return 8;\n",
+     "      case 86:\n      case 90: return 8;\n", 1,
+     "the L1-preferring shared memory carveout of CC 9.0 (8 KiB, as 7.0-8.6): unknown, Kokkos throws "
+     "\"Unknown device\" when a policy asks for an occupancy"),
 ]
 
 LAMMPS = [
@@ -77,17 +82,28 @@ def main():
     if len(sys.argv) != 3 or sys.argv[1] not in ("kokkos", "lammps"):
         sys.exit("usage: kokkos_cuda_patches.py kokkos|lammps SOURCE_DIR")
     root = pathlib.Path(sys.argv[2])
-    for name, old, new, count, why in {"kokkos": KOKKOS, "lammps": LAMMPS}[sys.argv[1]]:
+    edits = {"kokkos": KOKKOS, "lammps": LAMMPS}[sys.argv[1]]
+    # Check every edit against the sources before writing any: a mismatch leaves the tree untouched.
+    texts = {}
+    for name, old, new, count, why in edits:
         path = root / name
-        if not path.is_file():
-            sys.exit(f"kokkos_cuda_patches: {path} not found (patch: {why})")
-        text = path.read_text()
-        found = text.count(old)
+        if name not in texts:
+            if not path.is_file():
+                sys.exit(f"kokkos_cuda_patches: {path} not found (patch: {why})")
+            texts[name] = path.read_text()
+        found = texts[name].count(old)
         if found != count:
             sys.exit(f"kokkos_cuda_patches: {path}: expected {count} occurrence(s) of {old!r}, found {found} "
                      f"(patch: {why})")
-        path.write_text(text.replace(old, new))
-    print(f"kokkos_cuda_patches: {sys.argv[1]}: {len({'kokkos': KOKKOS, 'lammps': LAMMPS}[sys.argv[1]])} edits")
+        texts[name] = texts[name].replace(old, new)
+    for name, text in texts.items():
+        path = root / name
+        stat = path.stat()
+        path.write_text(text)
+        # Keep the unpacked file's time: ccache keys the compiler (nvcc_wrapper) by its time and size,
+        # so a patched wrapper stamped `now` would miss the cache on every build.
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    print(f"kokkos_cuda_patches: {sys.argv[1]}: {len(edits)} edits in {len(texts)} files")
 
 
 if __name__ == "__main__":

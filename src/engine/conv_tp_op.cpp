@@ -190,7 +190,8 @@ at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, cons
 ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor& dagg, const at::Tensor& x_table,
                                            const at::Tensor& xindex, const at::Tensor& Y, const at::Tensor& R,
                                            const at::Tensor& row_ptr, at::Tensor dx, const XIndexCsr& x_csr,
-                                           const at::Tensor& radial_index, bool sum_dR_per_radial_row) {
+                                           const at::Tensor& radial_index, bool sum_dR_per_radial_row,
+                                           const at::Tensor& dR_rows) {
   const int64_t nrows = dagg.defined() ? dagg.size(0) : 0;
   const Inputs in = check_inputs(op, x_table, xindex, Y, R, radial_index, row_ptr, nrows);
   const ConvTPDescriptor& d = op.descriptor();
@@ -210,8 +211,10 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
   const bool by_row = sum_dR_per_radial_row && in.radial_index.defined();
   // The specialised kernels add each edge's dR into its row; the others write per edge, summed below.
   const bool kernel_by_row = by_row && spec;
-  out.dR = kernel_by_row ? at::zeros({in.R.size(0), d.weight_numel}, in.Y.options())
-                         : at::empty({E, d.weight_numel}, in.Y.options());
+  if (kernel_by_row && dR_rows.defined()) check_tensor(dR_rows, "dR_rows", op.dtype(), op.device(), in.R.size(0), d.weight_numel);
+  out.dR = !kernel_by_row          ? at::empty({E, d.weight_numel}, in.Y.options())
+           : dR_rows.defined()     ? dR_rows
+                                   : at::zeros({in.R.size(0), d.weight_numel}, in.Y.options());
   out.dY = at::empty({E, d.dim_sh}, in.Y.options());
   // Each edge's row, for the table-driven kernels that start from an edge (no search through row_ptr);
   // the specialised ones start from rows and need scratch for partial dY and per-edge dx instead.
@@ -253,6 +256,11 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
   if (by_row && !kernel_by_row)
     out.dR = at::zeros({in.R.size(0), d.weight_numel}, out.dR.options()).index_add_(0, in.radial_index, out.dR);
   return out;
+}
+
+at::Tensor conv_tp_dR_rows(const ConvTPOp& op, const at::Tensor& R, bool sum_dR_per_radial_row) {
+  if (!sum_dR_per_radial_row || !op.specialized()) return {};
+  return at::zeros({R.size(0), op.descriptor().weight_numel}, R.options());
 }
 
 }  // namespace flashmace

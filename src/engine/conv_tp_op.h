@@ -60,11 +60,17 @@ struct ConvTPEdgeGrads {
 // gradient is added to it; x_csr must then be xindex_csr(xindex, X). dR is per edge ([E,
 // weight_numel]), also with a radial index, unless sum_dR_per_radial_row: then it is per row of R,
 // the sum over the edges sharing that row, which must be at most two per row (reverse-edge pairs:
-// the sum is then exact and deterministic on every device).
+// the sum is then exact and deterministic on every device). dR_rows: what conv_tp_dR_rows gave for
+// the same R, if the caller made it ahead (its zeros cleared on another stream, say).
 ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor& dagg, const at::Tensor& x_table,
                                            const at::Tensor& xindex, const at::Tensor& Y, const at::Tensor& R,
                                            const at::Tensor& row_ptr, at::Tensor dx = {},
                                            const XIndexCsr& x_csr = {}, const at::Tensor& radial_index = {},
-                                           bool sum_dR_per_radial_row = false);
+                                           bool sum_dR_per_radial_row = false, const at::Tensor& dR_rows = {});
+
+// Where the kernels sum dR per radial row in place (the specialised CUDA kernels with
+// sum_dR_per_radial_row and a radial index): the zeroed [R rows, weight_numel] they add into.
+// Undefined otherwise (dR is then written, not accumulated).
+at::Tensor conv_tp_dR_rows(const ConvTPOp& op, const at::Tensor& R, bool sum_dR_per_radial_row);
 
 }  // namespace flashmace

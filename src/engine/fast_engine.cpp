@@ -458,6 +458,15 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
     at::Tensor dmlin = at::empty_like(S.mlin);
     at::Tensor ddens = L.density ? at::empty_like(S.dens) : at::Tensor();
     at::Tensor dh = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
+    // The zeros the conv TP backward sums dR into are cleared on the side stream meanwhile.
+    const bool dR_ahead = beside && t > 0 && !messages_[t].first;
+    if (dR_ahead) {
+      side_.run([&] {
+        for (std::size_t k = 0; k < chunks.size(); ++k)
+          S.edges[k].dR_rows = conv_tp_dR_rows(messages_[t].tp, S.edges[k].radial, pairs && (*pairs)[k].index.defined());
+      });
+      for (const MessageChunkState& st : S.edges) side_.share(st.dR_rows);
+    }
     for (int64_t a0 = 0, k = 0; a0 < nlocal; a0 += achunk, ++k) {
       const int64_t na = std::min(achunk, nlocal - a0);
       const NodeChunkInput in = node_input(t, S.mlin, S.dens, S.h, a0, na);
@@ -476,6 +485,7 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
     lap(timer_, "nodes_backward");
 
     at::Tensor dhu = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
+    if (dR_ahead) side_.join();
     for (std::size_t k = 0; k < chunks.size(); ++k) {
       const EdgeChunk& ch = chunks[k];
       const MessageChunkInput in = message_input(k, t, S.hu);

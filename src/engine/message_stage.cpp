@@ -100,9 +100,9 @@ MessageEdgeGrads message_chunk_backward_messages(const MessageLayer& layer, cons
         in.x_gradient ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
                                                    in.row_ptr, *x_table_grad,
                                                    in.x_csr ? *in.x_csr : xindex_csr(in.x_index, in.x_table.size(0)),
-                                                   radial_index(in), by_row)
+                                                   radial_index(in), by_row, s.dR_rows)
                       : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
-                                                   in.row_ptr, {}, {}, radial_index(in), by_row);
+                                                   in.row_ptr, {}, {}, radial_index(in), by_row, s.dR_rows);
     grads.radial = g.dR;
     grads.harmonics = g.dY;
   }

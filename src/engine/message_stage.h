@@ -38,6 +38,7 @@ struct MessageChunkState {
   at::Tensor radial;                // [Ec or U, weight_numel] (not in reassociated layers)
   at::Tensor hidden;                // [Ec or U, H] the radial MLP's last hidden layer (reassociated layers)
   at::Tensor density;               // [Ec, 1] density blocks
+  at::Tensor dR_rows;               // conv_tp_dR_rows, made ahead of the backward pass (or undefined)
 };
 
 struct MessageChunkOutput {
@@ -76,7 +77,7 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
                                          StageTimer* timer = nullptr);
 
 // The backward pass in two parts. The first needs the features: from d(aggregate) [nrows,
-// dim(mid)] it gives the gradients of the edge terms (radial weights or, reassociated, the radial
+// dim(mid)] it gives the gradients of the edge terms (dR summed into state.dR_rows if defined) (radial weights or, reassociated, the radial
 // MLP's last hidden layer; harmonics) and, if in.x_gradient, adds d(x_table) into *x_table_grad.
 struct MessageEdgeGrads {
   at::Tensor radial;     // dE/dR, per edge or per shared radial row (not in reassociated layers)
