@@ -56,7 +56,9 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineSettings 
     const InteractionParams& L = p_.layers[t];
     sc_.emplace_back(build_sc_descriptor(file, t), p_.options, settings_.sc);
     up_.emplace_back(L.linear_up, L.in, L.in);
-    project_.emplace_back(L.linear, L.tp.mid, L.target);
+    // Without a density block the message sums are divided by avg_num_neighbors (mace_spec.md 6.4):
+    // folded into the projection's weights, one elementwise pass each way fewer (node_stage.h).
+    project_.emplace_back(L.density ? L.linear : L.linear / L.avg_num_neighbors, L.tp.mid, L.target);
     node_linears_.emplace_back(p_, t);
   }
 

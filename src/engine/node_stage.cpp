@@ -47,7 +47,7 @@ NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeLinears
                                    const NodeChunkInput& in, NodeChunkState* s, StageTimer* timer) {
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
-  const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin / L.avg_num_neighbors;
+  const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin;
   s->m = L.residual ? m0 : lin.skip.forward(m0, in.groups);
   s->sc_a = to_channels(s->m, L.target).contiguous();
   lap(timer, "nodes_forward");
@@ -101,7 +101,7 @@ NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeLin
     out.mlin = gm / d1;
     out.density = -(gm * in.mlin).sum(1) / (d1 * d1).squeeze(1);
   } else {
-    out.mlin = gm / L.avg_num_neighbors;
+    out.mlin = gm;
   }
   s = NodeChunkState{};
   return out;

@@ -22,7 +22,8 @@ struct NodeLinears {
 };
 
 struct NodeChunkInput {
-  at::Tensor mlin;     // [n, dim(target)] projected message sums (before normalisation)
+  at::Tensor mlin;     // [n, dim(target)] projected message sums: divided by avg_num_neighbors already
+                       // (folded into the projection) without a density block, unnormalised with one
   at::Tensor density;  // [n] density sums (density blocks)
   at::Tensor h_in;     // [n, dim(in)] the layer's input features (residual blocks)
   at::Tensor species;  // [n]
