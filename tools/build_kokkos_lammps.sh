@@ -12,9 +12,9 @@
 # pass its folder as -DFLASHMACE_KOKKOS_LAMMPS=). Nothing of LAMMPS or Kokkos enters the repository.
 #   tools/build_kokkos_lammps.sh            (FLASHMACE_KOKKOS_BACKEND=serial|openmp|cuda, default serial)
 # A finished build is reused: a second call prints its folder and returns at once.
-# cuda: nvcc (CUDA 13) at the PATH, no GPU needed to build. Kokkos 3.4 and this LAMMPS predate both
-# Hopper and CUDA 13: tools/kokkos_cuda_patches.py edits the unpacked sources (each edit checked),
-# and everything compiles through Kokkos's nvcc_wrapper. Its folder is printed, and `current` is left
+# cuda: nvcc (CUDA 13) at the PATH, no GPU needed to build. Kokkos 3.4 predates both Hopper and
+# CUDA 13: tools/kokkos_cuda_patches.py edits the unpacked sdist (each edit checked); LAMMPS compiles
+# unchanged, everything through Kokkos's nvcc_wrapper. Its folder is printed, and `current` is left
 # alone (it stays the CPU build the kk tests use).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,6 +26,7 @@ kokkos_version=3.4.01
 pykokkos=pykokkos-base==0.0.7
 pykokkos_sha256=6339daced1e81a2748f381847d8717cd77d824407da3c263b9491b5630c642b0
 recipe=3  # raise when the build options below change, so cached builds are redone
+cuda_recipe=1  # the cuda build's own: raise when its options or tools/kokkos_cuda_patches.py change
 lammps_version=$(dpkg-query -W -f='${source:Version}' liblammps-dev)
 
 say() { echo "build_kokkos_lammps: $*"; }
@@ -34,7 +35,7 @@ case $backend in
   openmp) kokkos_backend=(-DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_OPENMP=ON) lammps_omp=ON ;;
   # HOPPER90 is one of the patches: an sm_80 Kokkos aborts in Kokkos::initialize on an sm_90 device.
   cuda) kokkos_backend=(-DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
-                        -DKokkos_ARCH_HOPPER90=ON) lammps_omp=OFF
+                        -DKokkos_ARCH_HOPPER90=ON) lammps_omp=OFF recipe=$recipe.$cuda_recipe
         command -v nvcc > /dev/null ||
           { echo "build_kokkos_lammps: FLASHMACE_KOKKOS_BACKEND=cuda needs nvcc (CUDA 13) at the PATH" >&2; exit 1; } ;;
   *) echo "build_kokkos_lammps: FLASHMACE_KOKKOS_BACKEND=$backend: use serial, openmp or cuda" >&2; exit 1 ;;
@@ -73,7 +74,7 @@ kokkos_src=$(dirname "$(ls "$work"/*/external/kokkos/CMakeLists.txt)")
 grep -q "Kokkos_VERSION_MINOR 4" "$kokkos_src/CMakeLists.txt"
 kokkos_cxx=() lammps_cxx=()
 if [ "$backend" = cuda ]; then
-  "$venv/bin/python" "$here/kokkos_cuda_patches.py" kokkos "$kokkos_src"
+  "$venv/bin/python" "$here/kokkos_cuda_patches.py" "$kokkos_src"
   # Kokkos builds with its own (patched) wrapper; LAMMPS with the installed one, as the LAMMPS manual
   # says for an external CUDA Kokkos.
   kokkos_cxx=("-DCMAKE_CXX_COMPILER=$kokkos_src/bin/nvcc_wrapper")

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Source edits that let Kokkos 3.4.01 and LAMMPS 20220106's KOKKOS package build for an H200 (sm_90)
-with nvcc 13 (CUDA 13, CCCL 3). tools/build_kokkos_lammps.sh (FLASHMACE_KOKKOS_BACKEND=cuda) applies
-them to the freshly unpacked sources; nothing here enters the repository's own code.
-  tools/kokkos_cuda_patches.py kokkos KOKKOS_SOURCE_DIR
-  tools/kokkos_cuda_patches.py lammps LAMMPS_SOURCE_DIR
-Each edit replaces an exact text that must occur exactly the stated number of times; when it does
-not (a different Kokkos or LAMMPS), it stops with the file and the text it looked for, rather than
-building something half-patched.
+"""Source edits that let Kokkos 3.4.01 (pykokkos-base 0.0.7's external/kokkos) build for and run on an
+H200 (sm_90) with nvcc 13 (CUDA 13). tools/build_kokkos_lammps.sh (FLASHMACE_KOKKOS_BACKEND=cuda)
+applies them to the freshly unpacked sdist; nothing of Kokkos enters the repository.
+  tools/kokkos_cuda_patches.py KOKKOS_SOURCE_DIR
+LAMMPS 20220106's KOKKOS sources (the styles that build keeps) compile with nvcc 13 unchanged.
+Each edit replaces an exact text that must occur exactly the stated number of times; all are checked
+before any file is written, so a different Kokkos stops the build with the file and the text looked
+for instead of building something half-patched.
 """
 import os
 import pathlib
@@ -74,15 +74,12 @@ KOKKOS = [
      "\"Unknown device\" when a policy asks for an occupancy"),
 ]
 
-LAMMPS = [
-]
-
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("kokkos", "lammps"):
-        sys.exit("usage: kokkos_cuda_patches.py kokkos|lammps SOURCE_DIR")
-    root = pathlib.Path(sys.argv[2])
-    edits = {"kokkos": KOKKOS, "lammps": LAMMPS}[sys.argv[1]]
+    if len(sys.argv) != 2:
+        sys.exit("usage: kokkos_cuda_patches.py KOKKOS_SOURCE_DIR")
+    root = pathlib.Path(sys.argv[1])
+    edits = KOKKOS
     # Check every edit against the sources before writing any: a mismatch leaves the tree untouched.
     texts = {}
     for name, old, new, count, why in edits:
@@ -103,7 +100,7 @@ def main():
         # Keep the unpacked file's time: ccache keys the compiler (nvcc_wrapper) by its time and size,
         # so a patched wrapper stamped `now` would miss the cache on every build.
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    print(f"kokkos_cuda_patches: {sys.argv[1]}: {len(edits)} edits in {len(texts)} files")
+    print(f"kokkos_cuda_patches: {len(edits)} edits in {len(texts)} files of {root}")
 
 
 if __name__ == "__main__":
