@@ -57,17 +57,6 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
-Graph reversed_edges(const Graph& g) {
-  Graph r = g;
-  const std::size_t E = g.sender.size();
-  for (std::size_t e = 0; e < E; ++e) {
-    r.sender[e] = g.sender[E - 1 - e];
-    r.receiver[e] = g.receiver[E - 1 - e];
-    for (int k = 0; k < 3; ++k) r.unit_shifts[3 * e + k] = g.unit_shifts[3 * (E - 1 - e) + k];
-  }
-  return r;
-}
-
 void expect_same_prediction(const Prediction& got, const Prediction& want, double energy_rel_tol, double abs_tol,
                             const std::string& what) {
   EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), energy_rel_tol) << what;

@@ -29,9 +29,6 @@ at::Tensor reference_tensor(const SafetensorsFile& f, const std::string& key);
 Structure reference_structure(const SafetensorsFile& f, const std::string& prefix);
 Graph reference_graph(const SafetensorsFile& f, const std::string& prefix);
 
-// The same edges in reverse order: another edge list (topology) of the same sizes.
-Graph reversed_edges(const Graph& g);
-
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 
 // Whether the engine's own CUDA kernels can run here: built with them, and a GPU present.

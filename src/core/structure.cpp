@@ -138,4 +138,15 @@ Graph build_neighbor_list(const Structure& s, double cutoff, double min_distance
   return g;
 }
 
+Graph reversed_edges(const Graph& g) {
+  Graph r = g;
+  const std::size_t E = g.sender.size();
+  for (std::size_t e = 0; e < E; ++e) {
+    r.sender[e] = g.sender[E - 1 - e];
+    r.receiver[e] = g.receiver[E - 1 - e];
+    for (int k = 0; k < 3; ++k) r.unit_shifts[3 * e + k] = g.unit_shifts[3 * (E - 1 - e) + k];
+  }
+  return r;
+}
+
 }  // namespace flashmace

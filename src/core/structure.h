@@ -37,4 +37,8 @@ void check_structure(const Structure& s);
 // Throws flashmace::Error if two atoms are closer than min_distance.
 Graph build_neighbor_list(const Structure& s, double cutoff, double min_distance = 0.1);
 
+// The same edges in reverse order: another edge list (topology) of the same sizes, as a rebuilt
+// neighbour list gives (tests and benchmarks of topology changes).
+Graph reversed_edges(const Graph& g);
+
 }  // namespace flashmace

@@ -35,7 +35,7 @@ TEST(EdgeTopology, ReusedOnlyForTheSameConnectivity) {
   const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file("small_l1"));
   const Structure bulk = testing::reference_structure(ref, "bulk"), cluster = testing::reference_structure(ref, "cluster");
   const Graph gb = testing::reference_graph(ref, "bulk"), gc = testing::reference_graph(ref, "cluster");
-  const Graph gr = testing::reversed_edges(gb);
+  const Graph gr = reversed_edges(gb);
   const Prediction want_b = evaluate_structure(*fast("small_l1", false), bulk, gb);
   const Prediction want_r = evaluate_structure(*fast("small_l1", false), bulk, gr);
   const Prediction want_c = evaluate_structure(*fast("small_l1", false), cluster, gc);

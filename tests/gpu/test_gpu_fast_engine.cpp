@@ -135,8 +135,8 @@ TEST_P(GpuFastCase, CudaGraphReplayEqualsEagerEngine) {
   EXPECT_EQ(second.forces, third.forces);
   EXPECT_EQ(second.energy, third.energy);
   EXPECT_EQ(captures, 1) << "replays must not capture again";
-  expect_same(evaluate_structure(*graphed, bulk, testing::reversed_edges(gb)),
-              evaluate_structure(*eager, bulk, testing::reversed_edges(gb)),
+  expect_same(evaluate_structure(*graphed, bulk, reversed_edges(gb)),
+              evaluate_structure(*eager, bulk, reversed_edges(gb)),
               "new topology, same bucket");
   EXPECT_EQ(captures, 1) << "a topology of the same bucket reuses the graph";
   expect_same(evaluate_structure(*graphed, cluster, gc), evaluate_structure(*eager, cluster, gc), "cluster");

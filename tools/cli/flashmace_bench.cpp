@@ -211,14 +211,7 @@ Measurement measure(flashmace::Evaluator& model, const flashmace::Structure& s, 
   // A new neighbour list of the same atoms (its edges in reverse order: another topology of the
   // same size), as at an MD step that rebuilds the list.
   {
-    flashmace::Graph reversed = graph;
-    const std::size_t E = graph.sender.size();
-    for (std::size_t e = 0; e < E; ++e) {
-      reversed.sender[e] = graph.sender[E - 1 - e];
-      reversed.receiver[e] = graph.receiver[E - 1 - e];
-      for (int k = 0; k < 3; ++k) reversed.unit_shifts[3 * e + k] = graph.unit_shifts[3 * (E - 1 - e) + k];
-    }
-    flashmace::ResidentGraph rebuilt(model, s, reversed);
+    flashmace::ResidentGraph rebuilt(model, s, flashmace::reversed_edges(graph));
     flashmace::synchronize_device(o.device);
     flashmace::StageTimer t([&] { flashmace::synchronize_device(o.device); });
     t.start();
