@@ -3,11 +3,12 @@
 #include "core/error.h"
 
 #ifdef FLASHMACE_TORCH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+
+#include "engine/stream_order.h"
 #endif
 
 namespace flashmace {
@@ -27,16 +28,6 @@ struct SideStream::Impl {
         main(c10::cuda::getCurrentCUDAStream(device)) {}
   ~Impl() { cudaStreamDestroy(raw); }
 };
-
-namespace {
-
-void order_after(const c10::cuda::CUDAStream& from, const c10::cuda::CUDAStream& to) {
-  at::cuda::CUDAEvent done;
-  done.record(from);
-  done.block(to);
-}
-
-}  // namespace
 
 SideStream::SideStream(c10::Device device) {
   if (!device.is_cuda()) return;

@@ -5,10 +5,11 @@
 #include "core/error.h"
 
 #ifdef FLASHMACE_TORCH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include "engine/stream_order.h"
 #endif
 
 namespace flashmace {
@@ -21,17 +22,6 @@ struct SegmentedCudaGraph::Impl {
 };
 
 bool SegmentedCudaGraph::available() { return true; }
-
-namespace {
-
-// `to` waits for the work queued on `from` so far.
-void order_after(const c10::cuda::CUDAStream& from, const c10::cuda::CUDAStream& to) {
-  at::cuda::CUDAEvent done;
-  done.record(from);
-  done.block(to);
-}
-
-}  // namespace
 
 SegmentedCudaGraph::SegmentedCudaGraph(c10::Device device, const Body& warm_up, const Body& capture,
                                        bool high_priority)
