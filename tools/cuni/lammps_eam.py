@@ -10,7 +10,9 @@ Stress convention (what mace-torch and ASE expect): sigma = (1/V) dE/d(strain) i
 compressed cell has negative stress. LAMMPS reports the virial part of the pressure tensor,
 P = -sigma, in bar (metal units): sigma = -P / NKTV2P."""
 import os
+import shutil
 import subprocess
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -156,9 +158,17 @@ def run_trajectories(trajectories, workdir, eam_file, lmp="lmp", jobs=1):
         lines = [line for traj in groups[index] for line in deck_block(traj, workdir, eam_file)]
         with open(deck, "w") as f:
             f.write("\n".join(lines) + "\n")
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        proc = subprocess.run([lmp, "-in", deck, "-log", "none", "-nocite"],
-                              capture_output=True, text=True, env=env)
+        # Each process its own Open MPI session directory: singletons started side by side share
+        # one otherwise, and one that exits removes the (then empty) shared top directory while
+        # another is creating its own inside it ("Unable to start a daemon on the local node").
+        # Short (under /tmp), since it holds the PMIx rendezvous sockets.
+        session = tempfile.mkdtemp(prefix="fm-ompi-")
+        env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_MCA_orte_tmpdir_base=session)
+        try:
+            proc = subprocess.run([lmp, "-in", deck, "-log", "none", "-nocite"],
+                                  capture_output=True, text=True, env=env)
+        finally:
+            shutil.rmtree(session, ignore_errors=True)
         if proc.returncode != 0:
             output = (proc.stdout + proc.stderr).splitlines()
             errors = [line for line in output if "ERROR" in line or line.startswith("Last command")]
