@@ -7,6 +7,7 @@
 #include "atom_masks.h"
 #include "comm.h"
 #include "engine/evaluator.h"
+#include "model/device.h"
 #include "error.h"
 #include "force.h"
 #include "halo_rows_kokkos.h"
@@ -20,13 +21,14 @@ using namespace LAMMPS_NS;
 namespace fk = flashmace_kokkos;
 
 template <class DeviceType>
-PairMACEFlashKokkos<DeviceType>::PairMACEFlashKokkos(LAMMPS* lmp) : PairMACEFlash(lmp) {
+PairMACEFlashKokkos<DeviceType>::PairMACEFlashKokkos(LAMMPS* lmp) : PairMACEFlash(lmp), device_rows_(lmp, this) {
   kokkosable = 1;
   atomKK = static_cast<AtomKokkos*>(atom);
   execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
   // VerletKokkos syncs these to DeviceType before compute() and marks them modified after it.
   datamask_read = X_MASK | F_MASK | TYPE_MASK | TAG_MASK | ENERGY_MASK | VIRIAL_MASK;
   datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
+  halo_.use_device_rows(&device_rows_);
 }
 
 template <class DeviceType>
@@ -152,9 +154,11 @@ void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
   outputs.forces = d_forces_.data();
   outputs.virial = d_virial_.data();
   outputs.atom_virial = vflag_atom ? d_atom_virial_.data() : nullptr;
-  // The evaluator reads the graph the kernels above wrote: they must be done.
+  // The evaluator reads the graph the kernels above wrote: they must be done. Its kernels queue on
+  // LibTorch's streams, which the force kernels below do not wait for: the device must be done.
   DeviceType().fence();
   evaluate_or_stop([&] { model_->evaluate(graph, exchange_ ? &halo_ : nullptr, request, outputs); });
+  flashmace::synchronize_device(model_->device());
 
   using exec = Kokkos::RangePolicy<typename DeviceType::execution_space>;
   // Ghost rows too: LAMMPS's reverse communication (newton on) adds them to their owners.

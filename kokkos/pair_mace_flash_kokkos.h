@@ -7,8 +7,10 @@
 // plain style's (PairMACEFlash, the common base).
 //
 // Kokkos and the evaluator share no stream: every Kokkos kernel before the evaluation is fenced
-// (the evaluator reads their results), and the evaluator's outputs are complete when it returns
-// (on the host: LibTorch's CPU kernels are synchronous; see docs/kokkos.md for CUDA).
+// (the evaluator reads their results), and the device is synchronised after it before Kokkos
+// kernels read its outputs (docs/kokkos.md). The exchange's rows stay in DeviceType's memory
+// (device_rows_kokkos.h).
+#include "device_rows_kokkos.h"
 #include "edge_list_kokkos.h"
 #include "kokkos_base.h"
 #include "kokkos_type.h"
@@ -38,11 +40,15 @@ class PairMACEFlashKokkos : public PairMACEFlash, public KokkosBase {
   int pack_forward_comm_kokkos(int, DAT::tdual_int_2d, int, DAT::tdual_xfloat_1d&, int, int*) override;
   void unpack_forward_comm_kokkos(int, int, DAT::tdual_xfloat_1d&) override;
 
+  // Public because it holds a KOKKOS_LAMBDA: nvcc rejects extended lambdas in private or protected
+  // member functions.
+  void check_positions(typename AT::t_x_array_randomread x, typename AT::t_tagint_1d tag, int nlocal);
+
  private:
   void grow_per_atom();
-  void check_positions(typename AT::t_x_array_randomread x, typename AT::t_tagint_1d tag, int nlocal);
   void stop_first_overlap(int ii, typename AT::t_x_array_randomread x, typename AT::t_tagint_1d tag);
 
+  flashmace_kokkos::KokkosDeviceRows<DeviceType> device_rows_;
   Kokkos::View<int64_t*, DeviceType> d_type_species_;
   flashmace_kokkos::EdgeList<DeviceType> edges_;
   // The evaluator's outputs, on DeviceType's memory.

@@ -47,6 +47,18 @@ bool gpu_kernels_available() {
 #endif
 }
 
+void ModelMemoryExchanger::through_host(double* rows, int ncols, bool forward) {
+  const at::Tensor there = at::from_blob(rows, {ntotal_, ncols}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  at::Tensor host = there.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  if (forward)
+    host_.forward(host.data_ptr<double>(), ncols);
+  else
+    host_.reverse(host.data_ptr<double>(), ncols);
+  there.copy_(host);
+  if (there.is_cuda()) synchronize_device(there.device().str());  // done when the call returns
+  ++calls;
+}
+
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double m = a.size() == b.size() ? 0.0 : INFINITY;
   for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {

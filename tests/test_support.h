@@ -50,6 +50,25 @@ class LocalOwnersExchanger : public OwnerMapExchanger {
   std::vector<int> owner_;
 };
 
+// An exchanger that takes its rows in the model's memory (HaloExchanger::rows_in_model_memory), as
+// the Kokkos style does: it reads them there as tensors on `device`, exchanges a host copy with
+// OwnerMapExchanger and writes the result back. Counts its calls.
+class ModelMemoryExchanger : public HaloExchanger {
+ public:
+  ModelMemoryExchanger(int nlocal, int ntotal, const std::vector<int>& owner, const at::Device& device)
+      : ntotal_(ntotal), device_(device), host_(nlocal, owner) {}
+  bool rows_in_model_memory() const override { return true; }
+  void forward(double* rows, int ncols) override { through_host(rows, ncols, true); }
+  void reverse(double* rows, int ncols) override { through_host(rows, ncols, false); }
+  int calls = 0;
+
+ private:
+  void through_host(double* rows, int ncols, bool forward);
+  int ntotal_;
+  at::Device device_;
+  OwnerMapExchanger host_;
+};
+
 // EXPECTs energy (relative), forces, node energies and virial (absolute) of got within the bounds
 // of want; `what` names the case in failures.
 void expect_same_prediction(const Prediction& got, const Prediction& want, double energy_rel_tol, double abs_tol,

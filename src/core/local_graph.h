@@ -22,12 +22,18 @@ struct LocalGraph {
 };
 
 // Owner -> ghost copies of node features and the transpose for gradients. Rows are
-// [nlocal + nghost][ncols] row-major doubles on the host.
+// [nlocal + nghost][ncols] row-major doubles, on the host unless rows_in_model_memory().
 class HaloExchanger {
  public:
   virtual ~HaloExchanger() = default;
   virtual void forward(double* rows, int ncols) = 0;  // ghost rows <- their owners' rows
   virtual void reverse(double* rows, int ncols) = 0;  // owners += ghost rows; ghost rows <- 0
+
+  // true: forward/reverse take rows in the model's memory (a GPU's for a CUDA model), for an
+  // exchanger whose communication reads them there (the Kokkos pair style), so that they need not
+  // be staged through the host. The caller's device work on the rows is finished when it hands
+  // them over, and the exchanger's when the call returns.
+  virtual bool rows_in_model_memory() const { return false; }
 
   // One domain (a single process: every ghost is a periodic image of one of its own atoms): the
   // local row that each ghost row g (node nlocal + g) copies, or null. A caller that gets them may

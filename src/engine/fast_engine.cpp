@@ -11,6 +11,7 @@
 #include "engine/message_stage.h"
 #include "engine/node_stage.h"
 #include "engine/radial_pairs.h"
+#include "model/device.h"
 #include "model/e3nn_ops.h"
 #include "sc/sc_descriptor.h"
 
@@ -165,10 +166,10 @@ void FastEngine::update_local_exchange() {
 // The halo exchange on the calling thread. With the ghosts' owners known (one domain), in place on
 // the model's device: forward a gather of the owners' rows, reverse each owner's ghost rows summed
 // in float64 in ghost order (a segment sum: deterministic) and added. Otherwise through the
-// exchanger, which works on host float64 rows: the rows that travel are staged through (pinned)
-// host memory: forward, the owned rows go out and the ghost rows come back (the exchange writes
-// every ghost row); reverse, the ghost rows go out and the owners' sums come back, added on the
-// model's device. Padding rows stay where they are.
+// exchanger, on float64 rows in (pinned) host memory, or in the model's memory for an exchanger
+// that takes them there (rows_in_model_memory: the Kokkos style): forward, the owned rows go out
+// and the ghost rows come back (the exchange writes every ghost row); reverse, the ghost rows go
+// out and the owners' sums come back, added on the model's device. Padding rows stay where they are.
 void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
   if (!halo_) return;
   const int64_t nlocal = topology_.nlocal, nghost = topology_.atoms - nlocal;
@@ -186,17 +187,24 @@ void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
     halo_->exchanged_locally(forward, ncols);
     return;
   }
-  at::Tensor host = at::empty({nlocal + nghost, ncols},
-                              at::TensorOptions().dtype(at::kDouble).pinned_memory(all_rows.is_cuda()));
+  const bool in_model_memory = halo_->rows_in_model_memory();
+  const at::TensorOptions f64 = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor rows = at::empty({nlocal + nghost, ncols},
+                              in_model_memory ? f64.device(all_rows.device()) : f64.pinned_memory(all_rows.is_cuda()));
+  // Rows in device memory go to an exchanger that works on other streams: the device must be done
+  // with them first (host rows are complete after their blocking copy).
+  const bool device_rows = rows.is_cuda();
   if (forward) {
-    host.narrow(0, 0, nlocal).copy_(local);
-    halo_->forward(host.data_ptr<double>(), ncols);
-    ghost.copy_(host.narrow(0, nlocal, nghost));
+    rows.narrow(0, 0, nlocal).copy_(local);
+    if (device_rows) synchronize_device(rows.device().str());
+    halo_->forward(rows.data_ptr<double>(), ncols);
+    ghost.copy_(rows.narrow(0, nlocal, nghost));
   } else {
-    host.narrow(0, 0, nlocal).zero_();
-    host.narrow(0, nlocal, nghost).copy_(ghost);
-    halo_->reverse(host.data_ptr<double>(), ncols);
-    local.add_(host.narrow(0, 0, nlocal).to(all_rows.device(), all_rows.scalar_type()));
+    rows.narrow(0, 0, nlocal).zero_();
+    rows.narrow(0, nlocal, nghost).copy_(ghost);
+    if (device_rows) synchronize_device(rows.device().str());
+    halo_->reverse(rows.data_ptr<double>(), ncols);
+    local.add_(rows.narrow(0, 0, nlocal).to(all_rows.device(), all_rows.scalar_type()));
     ghost.zero_();
   }
 }

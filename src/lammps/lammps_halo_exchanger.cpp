@@ -40,11 +40,16 @@ const std::vector<int>* LammpsHaloExchanger::local_owners() {
   const int nlocal = lmp_->atom->nlocal, ntotal = nlocal + lmp_->atom->nghost;
   std::vector<double> index(static_cast<std::size_t>(ntotal), -1.0);
   for (int i = 0; i < nlocal; ++i) index[static_cast<std::size_t>(i)] = i;
-  start(index.data(), 1, "ghost owners");
+  // The indices travel where LAMMPS packs forward exchanges.
+  const bool on_device = device_ && device_->forward_on_device();
+  double* rows = on_device ? device_->scratch(index.size()) : index.data();
+  if (on_device) device_->to_device(rows, index.data(), index.size());
+  start(rows, 1, "ghost owners");
   counting_ = false;
   forward_comm(lmp_->comm, pair_);
   counting_ = true;
   rows_ = nullptr;
+  if (on_device) device_->to_host(index.data(), rows, index.size());
   owners_.resize(static_cast<std::size_t>(ntotal - nlocal));
   for (int g = 0; g < ntotal - nlocal; ++g) {
     const double owner = index[static_cast<std::size_t>(nlocal + g)];
@@ -77,12 +82,43 @@ void LammpsHaloExchanger::begin() {
 void LammpsHaloExchanger::finish() {
   const std::size_t ntotal = lmp_->atom->nlocal + lmp_->atom->nghost;
   while (!open_.empty()) {
+    // (host rows: LAMMPS 2022 communicates reverse exchanges on the host)
     std::vector<double> zeros(ntotal * open_.back());
-    reverse(zeros.data(), open_.back());
+    communicate_reverse(zeros.data(), open_.back());
   }
 }
 
 void LammpsHaloExchanger::forward(double* rows, int ncols) {
+  if (!device_ || device_->forward_on_device()) {
+    communicate_forward(rows, ncols);
+    if (device_) device_->fence();
+    return;
+  }
+  // Device rows, host communication: the owned rows go out, the ghost rows come back (the
+  // exchange writes every ghost row).
+  const std::size_t nlocal = lmp_->atom->nlocal, ntotal = nlocal + lmp_->atom->nghost, width = ncols;
+  staged_.resize(ntotal * width);
+  device_->to_host(staged_.data(), rows, nlocal * width);
+  communicate_forward(staged_.data(), ncols);
+  device_->to_device(rows + nlocal * width, staged_.data() + nlocal * width, (ntotal - nlocal) * width);
+}
+
+void LammpsHaloExchanger::reverse(double* rows, int ncols) {
+  if (!device_) {
+    communicate_reverse(rows, ncols);
+    return;
+  }
+  // Device rows: the ghost rows go out, the owners' sums come back and are added there.
+  const std::size_t nlocal = lmp_->atom->nlocal, ntotal = nlocal + lmp_->atom->nghost, width = ncols;
+  staged_.assign(ntotal * width, 0.0);
+  device_->to_host(staged_.data() + nlocal * width, rows + nlocal * width, (ntotal - nlocal) * width);
+  communicate_reverse(staged_.data(), ncols);
+  device_->add_to_device(rows, staged_.data(), nlocal * width);
+  device_->zero(rows + nlocal * width, (ntotal - nlocal) * width);
+  device_->fence();
+}
+
+void LammpsHaloExchanger::communicate_forward(double* rows, int ncols) {
   start(rows, ncols, "forward");
   layer_ = forwards_++;
   Traffic& t = slot(forward_traffic_, layer_);
@@ -94,7 +130,7 @@ void LammpsHaloExchanger::forward(double* rows, int ncols) {
   open_.push_back(ncols);
 }
 
-void LammpsHaloExchanger::reverse(double* rows, int ncols) {
+void LammpsHaloExchanger::communicate_reverse(double* rows, int ncols) {
   start(rows, ncols, "reverse");
   // (the layer of the forward exchange it matches: reverse exchanges come last layer first)
   layer_ = open_.empty() ? 0 : open_.size() - 1;

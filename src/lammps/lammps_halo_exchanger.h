@@ -5,6 +5,7 @@
 //
 // LAMMPS drives the packing: forward()/reverse() call comm->forward_comm / reverse_comm on the
 // pair, and the pair's pack_*/unpack_* overrides hand their arguments to the methods below.
+#include <cstddef>
 #include <vector>
 
 #include "core/local_graph.h"
@@ -16,9 +17,29 @@ class Pair;
 
 namespace flashmace_lammps {
 
+// Rows that live in the model's memory (the Kokkos style's memory space, a GPU's on CUDA). LAMMPS
+// communicates some exchanges on the host (reverse ones always, in LAMMPS 2022); for those the
+// exchanger stages the rows that travel through host memory with these operations.
+class DeviceRows {
+ public:
+  virtual ~DeviceRows() = default;
+  // Whether LAMMPS packs and unpacks forward exchanges with the pair's device kernels.
+  virtual bool forward_on_device() const = 0;
+  virtual double* scratch(std::size_t n) = 0;  // n doubles of device memory, until the next call
+  virtual void to_host(double* host, const double* device, std::size_t n) = 0;
+  virtual void to_device(double* device, const double* host, std::size_t n) = 0;
+  virtual void add_to_device(double* device, const double* host, std::size_t n) = 0;  // device += host
+  virtual void zero(double* device, std::size_t n) = 0;
+  virtual void fence() = 0;  // the device work queued on the rows is done
+};
+
 class LammpsHaloExchanger : public flashmace::HaloExchanger {
  public:
   LammpsHaloExchanger(LAMMPS_NS::LAMMPS* lmp, LAMMPS_NS::Pair* pair) : lmp_(lmp), pair_(pair) {}
+
+  // From then on the model hands rows in its memory, moved by `device` (owned by the caller).
+  void use_device_rows(DeviceRows* device) { device_ = device; }
+  bool rows_in_model_memory() const override { return device_ != nullptr; }
 
   // The widest row LAMMPS's comm buffers were sized for (the pair's comm_forward/comm_reverse).
   void set_max_cols(int max_cols) { max_cols_ = max_cols; }
@@ -42,7 +63,8 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   void finish();
 
   // The rows of the exchange in progress (null between exchanges) and their width: the Kokkos
-  // style packs them with its own kernels.
+  // style packs them with its own kernels. They are in device memory only while LAMMPS
+  // communicates on the device (DeviceRows::forward_on_device), in host memory otherwise.
   double* rows() const { return rows_; }
   int ncols() const { return ncols_; }
 
@@ -74,6 +96,9 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
 
  private:
   void start(double* rows, int ncols, const char* direction);
+  // One exchange through LAMMPS's communication, on rows where LAMMPS packs them.
+  void communicate_forward(double* rows, int ncols);
+  void communicate_reverse(double* rows, int ncols);
   static Traffic& slot(std::vector<Traffic>& traffic, std::size_t layer);
 
   LAMMPS_NS::LAMMPS* lmp_;
@@ -88,6 +113,8 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   bool counting_ = true;     // false while local_owners() uses the communication
   bool in_place_ = false;
   std::vector<int> owners_;  // local_owners()
+  DeviceRows* device_ = nullptr;
+  std::vector<double> staged_;  // host copies of device rows for host communication
 };
 
 }  // namespace flashmace_lammps

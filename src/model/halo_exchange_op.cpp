@@ -2,20 +2,26 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "model/device.h"
+
 namespace flashmace {
 
 namespace {
 
 enum class Direction { Forward, Reverse };
 
+// float64 rows on the host, or in the model's memory for an exchanger that takes them there.
 at::Tensor exchanged(const at::Tensor& x, HaloExchanger* exchanger, Direction direction) {
-  at::Tensor host = x.detach().to(at::kCPU, at::kDouble, /*non_blocking=*/false, /*copy=*/true).contiguous();
-  const int ncols = static_cast<int>(host.numel() / std::max<int64_t>(1, host.size(0)));
+  const at::Device where = exchanger->rows_in_model_memory() ? x.device() : at::Device(at::kCPU);
+  at::Tensor rows = x.detach().to(where, at::kDouble, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  // The exchanger works on other streams: the device must be done with the rows.
+  if (rows.is_cuda()) synchronize_device(rows.device().str());
+  const int ncols = static_cast<int>(rows.numel() / std::max<int64_t>(1, rows.size(0)));
   if (direction == Direction::Forward)
-    exchanger->forward(host.data_ptr<double>(), ncols);
+    exchanger->forward(rows.data_ptr<double>(), ncols);
   else
-    exchanger->reverse(host.data_ptr<double>(), ncols);
-  return host.to(x.options());
+    exchanger->reverse(rows.data_ptr<double>(), ncols);
+  return rows.to(x.options());
 }
 
 struct HaloExchangeFunction : public torch::autograd::Function<HaloExchangeFunction> {

@@ -192,6 +192,16 @@ TEST_P(FastEngineDomain, GhostDomainEqualsReferenceIncludingPerAtomVirials) {
   EXPECT_EQ(in_place.staged, 0);
   EXPECT_EQ(in_place.local_forward, fast->config().num_interactions - 1);
   EXPECT_EQ(in_place.local_reverse, fast->config().num_interactions - 1);
+  // Rows handed over in the model's memory (the Kokkos style's exchanger), both paths: the same
+  // numbers, every exchange through that exchanger.
+  for (const std::string path : {"fast", "reference"}) {
+    testing::ModelMemoryExchanger there(lg.nlocal, lg.ntotal(), owner, at::kCPU);
+    const LocalPrediction m = evaluate_local(*evaluator(GetParam(), path), lg, &there, true);
+    EXPECT_LE(std::abs(m.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << path;
+    EXPECT_LE(testing::max_abs_diff(m.forces, want.forces), kAbsTol) << path;
+    EXPECT_LE(testing::max_abs_diff(m.atom_virial, want.atom_virial), kAbsTol) << path;
+    EXPECT_EQ(there.calls, 2 * (fast->config().num_interactions - 1)) << path;
+  }
   // Negative control: without the exchange, ghost features are stale and the energy is wrong.
   const LocalPrediction stale = evaluate_local(*evaluator(GetParam(), "fast"), lg, nullptr, false);
   EXPECT_GT(std::abs(stale.energy - want.energy), 1e-6);

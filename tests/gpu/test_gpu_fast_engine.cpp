@@ -89,6 +89,16 @@ TEST_P(GpuFastCase, CudaGhostDomainEqualsCpuReference) {
   EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol);
   EXPECT_EQ(evaluate_local(*fast, lg, &in_place, true).forces, got.forces);
   EXPECT_EQ(in_place.staged, 0);
+  // Rows handed over in GPU memory (the Kokkos style's exchanger on CUDA), both paths.
+  for (const std::string path : {"fast", "reference"}) {
+    testing::ModelMemoryExchanger there(lg.nlocal, lg.ntotal(), owner, at::Device(at::kCUDA, 0));
+    const LocalPrediction m =
+        evaluate_local(*evaluator(GetParam(), path, "cuda", "float64", 13, "on"), lg, &there, true);
+    EXPECT_LE(std::abs(m.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << path;
+    EXPECT_LE(testing::max_abs_diff(m.forces, want.forces), kAbsTol) << path;
+    EXPECT_LE(testing::max_abs_diff(m.atom_virial, want.atom_virial), kAbsTol) << path;
+    EXPECT_EQ(there.calls, 2 * (fast->config().num_interactions - 1)) << path;
+  }
 }
 
 TEST_P(GpuFastCase, Float32ForcesCloseToFloat64AndBitwiseReproducible) {
