@@ -8,6 +8,10 @@ plain style's numbers: the same plugin's mace/flash in the same LAMMPS without -
 * The minimization example (examples/lammps/in.min, fix box/relax): 20 iterations.
 * Its errors are the plain style's (the common base's messages); `exchange off` changes its numbers.
 
+CI runs these on Kokkos's host backend; with FLASHMACE_KOKKOS_GPU=1 (a CUDA Kokkos LAMMPS and the
+plugin built against it, on a GPU machine) the same tests run the kk style with `-k on g 1` and both
+styles' models on the GPU.
+
 Tolerances (float64). One step: both styles run the same evaluator on the same edges, summed in
 another order only if LAMMPS's Kokkos neighbour list orders neighbours differently (~1e-15
 relative measured), so 1e-12 relative on the energy, 1e-10 eV/A on forces and 1e-10 eV on virials
@@ -15,6 +19,7 @@ keep orders of magnitude of margin while a wrong sign, a missing ghost update or
 >1e-4. Trajectories: 100 MD steps amplify round-off by ~1e3 (the rank-count test sees ~1e-12);
 1e-8 of each thermo column's scale and 1e-8 A on positions bound it from above."""
 import os
+import re
 import shutil
 
 import numpy as np
@@ -24,7 +29,11 @@ from test_reference_path import lammps_results
 
 LMP = os.environ.get("FLASHMACE_KOKKOS_LMP", "")
 PLUGIN = os.environ.get("FLASHMACE_KOKKOS_PLUGIN", "")
-KOKKOS = ["-k", "on", "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full"]
+# FLASHMACE_KOKKOS_GPU=1 (a CUDA Kokkos LAMMPS on a GPU machine): the kk style on the GPU
+# (`-k on g 1`), both styles' models on it (`device cuda`).
+GPU = os.environ.get("FLASHMACE_KOKKOS_GPU") == "1"
+KOKKOS = ["-k", "on", *(["g", "1"] if GPU else []), "-sf", "kk", "-pk", "kokkos", "newton", "on", "neigh", "full"]
+DEVICE = "device cuda" if GPU else ""
 PREAMBLE = f"plugin load {PLUGIN}\n"
 CASES = ["small_l1", "scalar_l0", "large_l2"]
 ENERGY_RTOL = 1e-12
@@ -49,8 +58,8 @@ def both_styles(tmp_path, run):
 @pytest.mark.parametrize("nprocs", [1, 2], ids=["np1", "np2"])
 @pytest.mark.parametrize("case", CASES)
 def test_kk_equals_plain_on_reference_structures(tmp_path, case, nprocs):
-    plain, kk = both_styles(tmp_path, lambda d, args: lammps_results(d, case, nprocs, exe=[LMP], args=args,
-                                                                      preamble=PREAMBLE))
+    plain, kk = both_styles(tmp_path, lambda d, args: lammps_results(d, case, nprocs, style=DEVICE, exe=[LMP],
+                                                                      args=args, preamble=PREAMBLE))
     assert abs(kk["energy"] - plain["energy"]) <= ENERGY_RTOL * abs(plain["energy"]), (kk["energy"], plain["energy"])
     for key in ("forces", "virial", "node_energy", "atom_virial", "atom_virial_sum"):
         np.testing.assert_allclose(kk[key], plain[key], rtol=0, atol=TOL, err_msg=key)
@@ -64,7 +73,8 @@ def test_kk_without_exchange_differs_np1(tmp_path):
     # Negative control: the kk style's ghost exchange (its own pack/unpack kernels) carries the
     # numbers above; with `exchange off` its ghosts keep zero features and the result moves.
     plain, kk = both_styles(tmp_path, lambda d, args: lammps_results(
-        d, "small_l1", 1, style="" if not args else "exchange off", exe=[LMP], args=args, preamble=PREAMBLE))
+        d, "small_l1", 1, style=DEVICE if not args else f"{DEVICE} exchange off", exe=[LMP], args=args,
+        preamble=PREAMBLE))
     assert np.max(np.abs(kk["forces"] - plain["forces"])) > 1e-4
 
 
@@ -72,6 +82,9 @@ def example_run(workdir, deck, nprocs, args, more):
     shutil.copy(f"{EXAMPLES}/cuni_fcc108.data", workdir)
     model = os.path.abspath(f"{EXAMPLES}/../../potentials/CuNi-flashmace.safetensors")
     text = PREAMBLE + open(f"{EXAMPLES}/{deck}").read()
+    if GPU:
+        text, n = re.subn(r"^(pair_style\s+mace/flash\b.*)$", r"\1 device cuda", text, flags=re.MULTILINE)
+        assert n == 1, deck
     text += "write_dump all custom final.dump id x y z fx fy fz modify sort id format float %.17g\n"
     out = run_lammps(workdir, text, nprocs, exe=[LMP], args=[*args, "-var", "model", model, *more])
     return {"output": out, "thermo": thermo_rows(out), "atoms": np.loadtxt(workdir / "final.dump", skiprows=9)}
@@ -133,7 +146,7 @@ run 0
 ], ids=["keyword", "newton_off", "overlap"])
 def test_kk_errors_are_the_plain_styles(tmp_path, newton, x2, keywords, message):
     model = os.path.abspath(f"{EXAMPLES}/../../potentials/CuNi-flashmace.safetensors")
-    deck = ERROR_DECK.format(newton=newton, x2=x2, keywords=keywords, model=model)
+    deck = ERROR_DECK.format(newton=newton, x2=x2, keywords=f"{keywords} {DEVICE}".strip(), model=model)
     for style, args in (("plain", []), ("kk", KOKKOS)):
         (tmp_path / style).mkdir()
         out = run_lammps_error(tmp_path / style, deck, exe=[LMP, *args])
