@@ -25,30 +25,12 @@ import shlex
 import subprocess
 import sys
 
-DECK = """plugin load {plugin}
-units metal
-atom_style atomic
-atom_modify map array
-newton on
-boundary p p p
-lattice fcc 3.61
-region box block 0 {nx} 0 {ny} 0 {nz}
-create_box 1 box
-create_atoms 1 box
-mass 1 63.546
-displace_atoms all random 0.05 0.05 0.05 4711 units box
-pair_style mace/flash device {device} dtype {dtype}
-pair_coeff * * {model} {element}
-neighbor 1.0 bin
-velocity all create 300 4928459 loop geom
-fix 1 all nve
-thermo {steps}
-run {warmup}
-run {steps}
-"""
+import scaling  # bench/scaling.py, beside this script
+
+# scaling.py's lattice deck (fcc, displaced, NVE after a warm-up run), the plugin loaded first.
+DECK = "plugin load {plugin}\n" + scaling.DECK
 
 SECTIONS = ("Pair", "Neigh", "Comm", "Output", "Modify", "Other")
-LOOP = re.compile(r"Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms")
 # "Pair    | 0.1 | 0.2 | 0.3 |  1.0 | 50.00"; Other has only its average: "Other   |  | 0.01 |  |  | 0.50"
 ROW = re.compile(r"^(Pair|Neigh|Comm|Output|Modify|Other)\s*\|[^|]*\|\s*([0-9.eE+-]+)\s*\|", re.MULTILINE)
 
@@ -73,7 +55,7 @@ def cells(atoms):
 
 def breakdown(output):
     """Seconds per section (average over ranks) of the last timing breakdown, and its Loop line."""
-    loops = LOOP.findall(output)
+    loops = scaling.LOOP.findall(output)
     last = output.rfind("MPI task timing breakdown")
     if not loops or last < 0:
         return None, None
