@@ -11,6 +11,7 @@
 #include "lammps.h"
 #include "lmp_compat.h"
 #include "mpi.h"
+#include "neighbor.h"
 
 namespace flashmace_lammps {
 
@@ -38,6 +39,15 @@ void LammpsHaloExchanger::clear_traffic() {
 const std::vector<int>* LammpsHaloExchanger::local_owners() {
   if (lmp_->comm->nprocs != 1) return nullptr;
   const int nlocal = lmp_->atom->nlocal, ntotal = nlocal + lmp_->atom->nghost;
+  // Ghosts are made by Comm::borders(), which LAMMPS runs only right before a neighbour-list build;
+  // the build sets Neighbor::ago to 0 and every later step's check raises it. So while ago > 0 the
+  // ghosts and their owners are those found last (this saves a forward communication per step).
+  // (Not Neighbor::ncalls: each run's setup resets it, after sorting the atoms.)
+  if (lmp_->neighbor->ago > 0 && owners_nlocal_ == nlocal &&
+      owners_.size() == static_cast<std::size_t>(ntotal - nlocal))
+    return owners_found_ ? &owners_ : nullptr;
+  owners_nlocal_ = nlocal;
+  owners_found_ = false;
   std::vector<double> index(static_cast<std::size_t>(ntotal), -1.0);
   for (int i = 0; i < nlocal; ++i) index[static_cast<std::size_t>(i)] = i;
   // The indices travel where LAMMPS packs forward exchanges.
@@ -56,6 +66,7 @@ const std::vector<int>* LammpsHaloExchanger::local_owners() {
     if (!(owner >= 0 && owner < nlocal)) return nullptr;  // not an image of a local atom: use the communication
     owners_[static_cast<std::size_t>(g)] = static_cast<int>(owner);
   }
+  owners_found_ = true;
   return &owners_;
 }
 

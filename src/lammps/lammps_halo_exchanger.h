@@ -50,6 +50,7 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   void reverse(double* rows, int ncols) override;  // owners += ghost rows; ghost rows <- 0
   // On one rank: each ghost's owner, found by sending every local atom's index through LAMMPS's
   // forward communication (periodic images and multi-hop swaps alike); null on several ranks.
+  // Found again only after a new neighbour list (LAMMPS makes new ghosts only right before one).
   const std::vector<int>* local_owners() override;
   void exchanged_locally(bool forward, int ncols) override;
   // Whether the exchanges since clear_traffic() were made in the model's memory (local_owners()).
@@ -113,6 +114,8 @@ class LammpsHaloExchanger : public flashmace::HaloExchanger {
   bool counting_ = true;     // false while local_owners() uses the communication
   bool in_place_ = false;
   std::vector<int> owners_;  // local_owners()
+  bool owners_found_ = false;  // whether owners_ names every ghost's owner
+  int owners_nlocal_ = -1;     // the local atom count owners_ was found for (-1: not yet)
   DeviceRows* device_ = nullptr;
   std::vector<double> staged_;  // host copies of device rows for host communication
 };

@@ -211,7 +211,15 @@ void PairMACEFlash::load_model() {
       o.memory_bytes = flashmace::default_memory_budget(device) / placed.sharers;
     o.sc = sc_;
     o.tf32 = tf32_;
-    if (comm->me == 0) o.log = [this](const std::string& line) { utils::logmesg(lmp, text(line + "\n")); };
+    // A line the engine repeats (a CUDA graph captured again for the same sizes, when the energy or
+    // per-atom requests change on a thermo step) is logged once: it would split LAMMPS's thermo
+    // table at every output step.
+    if (comm->me == 0)
+      o.log = [this, last = std::string()](const std::string& line) mutable {
+        if (line == last) return;
+        last = line;
+        utils::logmesg(lmp, text(line + "\n"));
+      };
     model_ = flashmace::make_evaluator(file, o);
   } catch (const flashmace::Error& e) {
     failure = e.what();

@@ -84,6 +84,9 @@ int64_t peak_memory_bytes(const std::string& device) {
 int64_t free_device_memory(const std::string& device) {
 #ifdef FLASHMACE_TORCH_CUDA
   if (is_cuda(device)) {
+    // The caching allocator's statistics need LibTorch's CUDA state, made lazily by the first CUDA
+    // tensor; a budget asked for before any (ranks sharing a GPU, at model load) would find none.
+    at::globalContext().lazyInitDevice(at::kCUDA);
     const c10::cuda::CUDAGuard guard(index_of(device));
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;

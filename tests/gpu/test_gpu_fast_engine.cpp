@@ -3,6 +3,7 @@
 // bitwise-identical forces. Skipped, and reported as skipped, where no GPU exists.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/local_graph.h"
@@ -115,6 +116,81 @@ TEST_P(GpuFastCase, Float32ForcesCloseToFloat64AndBitwiseReproducible) {
   EXPECT_EQ(a.energy, b.energy);
 }
 
+// The same domain with its ghosts numbered in reverse (what a LAMMPS neighbour-list rebuild does:
+// the same counts, other ghost numbers and owners); ghost_owner is renumbered alike.
+LocalGraph reversed_ghosts(const LocalGraph& lg, std::vector<int>* ghost_owner) {
+  LocalGraph r = lg;
+  const int n = lg.nlocal, last = lg.ntotal() - 1;
+  auto renumber = [&](int64_t i) { return i < n ? i : n + last - i; };
+  for (int i = n; i <= last; ++i) {
+    const auto to = static_cast<std::size_t>(renumber(i)), from = static_cast<std::size_t>(i);
+    r.atomic_numbers[to] = lg.atomic_numbers[from];
+    for (std::size_t d = 0; d < 3; ++d) r.positions[3 * to + d] = lg.positions[3 * from + d];
+  }
+  for (int64_t& s : r.sender) s = renumber(s);
+  std::reverse(ghost_owner->begin(), ghost_owner->end());
+  return r;
+}
+
+// The same domain with its owned atoms in reverse order (LAMMPS sorts its atoms at each run's setup):
+// ghosts keep their numbers and copy the renumbered owners.
+LocalGraph reversed_locals(const LocalGraph& lg, std::vector<int>* ghost_owner) {
+  LocalGraph r = lg;
+  const int n = lg.nlocal;
+  auto renumber = [n](int64_t i) { return i < n ? n - 1 - i : i; };
+  for (int i = 0; i < n; ++i) {
+    const auto to = static_cast<std::size_t>(renumber(i)), from = static_cast<std::size_t>(i);
+    r.atomic_numbers[to] = lg.atomic_numbers[from];
+    for (std::size_t d = 0; d < 3; ++d) r.positions[3 * to + d] = lg.positions[3 * from + d];
+  }
+  for (int64_t& s : r.sender) s = renumber(s);
+  for (int64_t& s : r.receiver) s = renumber(s);
+  for (int& o : *ghost_owner) o = static_cast<int>(renumber(o));
+  return r;
+}
+
+// A replayed step after the owned atoms were reordered (same sizes, so the captured graph is
+// reused with the new topology copied into its tensors) equals the eager engine on the reordered
+// domain, with each of the engine's optional parts switched off in turn.
+TEST_P(GpuFastCase, CudaGraphReplayFollowsReorderedAtoms) {
+  const Structure bulk = testing::reference_structure(SafetensorsFile::load(testing::reference_file(GetParam())), "bulk");
+  const ModelFile file = ModelFile::load(testing::exported_model(GetParam()));
+  std::vector<int> owner;
+  const LocalGraph lg = periodic_local_graph(bulk, file.config().r_max, &owner);
+  std::vector<int> owner2 = owner;
+  const LocalGraph lg2 = reversed_locals(lg, &owner2);
+  for (const std::string variant : {"default", "radial_pairs off", "side_stream off", "reassociate off", "sc generic"}) {
+    EvaluatorOptions o;
+    o.device = "cuda";
+    o.dtype = "float64";
+    if (variant == "radial_pairs off") o.radial_pairs = "off";
+    if (variant == "side_stream off") o.side_stream = "off";
+    if (variant == "reassociate off") o.reassociate = false;
+    if (variant == "sc generic") o.sc = "generic";
+    int captures = 0;
+    o.log = [&captures](const std::string& line) { captures += line.find("CUDA graph captured") != std::string::npos; };
+    const auto graphed = make_evaluator(file, o);
+    o.cuda_graph = "off";
+    const auto eager = make_evaluator(file, o);
+    for (const bool in_place : {true, false}) {
+      const std::string what = variant + (in_place ? ", in place" : ", exchanger");
+      testing::LocalOwnersExchanger local(lg.nlocal, owner), local2(lg2.nlocal, owner2);
+      OwnerMapExchanger mapped(lg.nlocal, owner), mapped2(lg2.nlocal, owner2);
+      HaloExchanger* first = in_place ? static_cast<HaloExchanger*>(&local) : &mapped;
+      HaloExchanger* second = in_place ? static_cast<HaloExchanger*>(&local2) : &mapped2;
+      const LocalPrediction want = evaluate_local(*eager, lg2, &mapped2, true);
+      evaluate_local(*graphed, lg, first, true);
+      evaluate_local(*graphed, lg, first, true);
+      const int before = captures;
+      const LocalPrediction got = evaluate_local(*graphed, lg2, second, true);
+      EXPECT_EQ(captures, before) << what << ": reordered atoms keep the sizes: a replay";
+      EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << what;
+      EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << what;
+      EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol) << what;
+    }
+  }
+}
+
 // CUDA-graph replay (cuda_graph on, one chunk, radial MLP per edge) equals the eager engine: on its
 // capture, on replays (bitwise equal to each other), after a new topology of the same bucket (copied
 // into the captured tensors, no new capture), on another structure (a new capture) and on a
@@ -163,6 +239,27 @@ TEST_P(GpuFastCase, CudaGraphReplayEqualsEagerEngine) {
     EXPECT_LE(testing::max_abs_diff(lgot.atom_virial, lw.atom_virial), kAbsTol) << call;
   }
   EXPECT_EQ(captures, 3);
+
+  // In place on the GPU (the exchanger names the owners): the exchanges run between the captured
+  // segments, so the same graph is replayed. Then the ghosts renumbered: the topology keeps its
+  // bucket, still a replay, and the exchanges must gather by the new owners.
+  testing::LocalOwnersExchanger in_place(lg.nlocal, owner);
+  for (int call = 0; call < 2; ++call) {
+    const LocalPrediction lgot = evaluate_local(*graphed, lg, &in_place, true);
+    EXPECT_LE(testing::max_abs_diff(lgot.forces, lw.forces), kAbsTol) << "in place " << call;
+  }
+  EXPECT_EQ(captures, 3);
+  std::vector<int> owner2 = owner;
+  const LocalGraph lg2 = reversed_ghosts(lg, &owner2);
+  OwnerMapExchanger exchanger2(lg2.nlocal, owner2);
+  testing::LocalOwnersExchanger in_place2(lg2.nlocal, owner2);
+  const LocalPrediction lw2 = evaluate_local(*eager, lg2, &exchanger2, true);
+  const LocalPrediction lgot2 = evaluate_local(*graphed, lg2, &in_place2, true);
+  EXPECT_EQ(captures, 3) << "renumbered ghosts keep the bucket: a replay";
+  EXPECT_LE(std::abs(lgot2.energy - lw2.energy) / std::abs(lw2.energy), kEnergyRelTol);
+  EXPECT_LE(testing::max_abs_diff(lgot2.forces, lw2.forces), kAbsTol);
+  EXPECT_LE(testing::max_abs_diff(lgot2.atom_virial, lw2.atom_virial), kAbsTol);
+  EXPECT_EQ(in_place2.staged, 0);
 }
 
 // The later layers' radial MLPs on a second stream (side_stream on, the default) equal one stream:

@@ -35,6 +35,7 @@ def run_lammps(workdir, deck, nprocs=1, check=True, args=(), timeout=900, exe=No
     cmd += [*(exe or [LMP]), "-in", "in.deck", "-log", "none", "-echo", "none", *args]
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=lammps_env())
     output = proc.stdout + proc.stderr
+    (workdir / "lammps.out").write_text(output)  # kept beside the deck for a failure's post-mortem
     if check:
         assert proc.returncode == 0 and "ERROR" not in output, f"{' '.join(cmd)}\n{output[-4000:]}"
     return (proc.returncode, output) if status else output
