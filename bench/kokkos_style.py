@@ -16,8 +16,12 @@ commands) and OUT/kokkos-style.json; the decks stay beside them.
 Usage: kokkos_style.py --lmp LMP --plugin flashmacekkplugin.so --model MODEL --atoms 4000,65536
                        --out DIR [--device cuda] [--dtype float32] [--element Cu] [--ranks 1]
                        [--steps 100] [--warmup 10] [--mpirun "mpirun --allow-run-as-root"]
+                       [--transfers libcupti_transfers.so [--transfer-steps 20]]
+--transfers (CUDA only) adds, per style and size, the bytes copied between host and device per step,
+counted by the GPU's driver (CUPTI) rather than derived.
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -63,12 +67,14 @@ def breakdown(output):
     return sections, loops[-1]
 
 
-def run_style(args, style, atoms, workdir):
+def run_style(args, style, atoms, workdir, steps=None, env=None):
+    """One LAMMPS run of `steps` timed steps (default --steps) with extra environment `env`."""
+    steps = args.steps if steps is None else steps
     nx, ny, nz = cells(atoms)
     deck = DECK.format(plugin=os.path.abspath(args.plugin), nx=nx, ny=ny, nz=nz, device=args.device,
-                       dtype=args.dtype, model=os.path.abspath(args.model), element=args.element, steps=args.steps,
+                       dtype=args.dtype, model=os.path.abspath(args.model), element=args.element, steps=steps,
                        warmup=args.warmup)
-    path = os.path.join(workdir, f"in.{style}-{atoms}")
+    path = os.path.join(workdir, f"in.{style}-{atoms}" + ("" if steps == args.steps else f"-{steps}steps"))
     with open(path, "w") as f:
         f.write(deck)
     kokkos = []
@@ -79,7 +85,7 @@ def run_style(args, style, atoms, workdir):
            *kokkos]
     print("kokkos_style:", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+                          env=dict(os.environ, OMP_NUM_THREADS=str(args.threads), **(env or {})))
     output = proc.stdout + proc.stderr
     if proc.returncode != 0 or "ERROR" in output:
         sys.exit(f"kokkos_style.py: the {style} run with {atoms} atoms failed:\n{output[-3000:]}")
@@ -95,6 +101,35 @@ def run_style(args, style, atoms, workdir):
             "outside_pair": 1 - per_step["Pair"] / sum(per_step.values()), "command": " ".join(cmd), "deck": deck}
 
 
+def copies(args, style, atoms, workdir, steps):
+    """Bytes and copies between host and device of one run, all processes summed, as counted by the
+    CUPTI injection library (bench/cupti_transfers.cpp) each process loads at cuInit."""
+    prefix = os.path.join(workdir, f"transfers.{style}-{atoms}-{steps}")
+    for old in glob.glob(prefix + ".*"):
+        os.remove(old)
+    run_style(args, style, atoms, workdir, steps,
+              env={"CUDA_INJECTION64_PATH": os.path.abspath(args.transfers), "FLASHMACE_TRANSFERS_OUT": prefix})
+    files = glob.glob(prefix + ".*")
+    if len(files) < args.ranks:
+        sys.exit(f"kokkos_style.py: {len(files)} transfer counts for {args.ranks} rank(s) ({prefix}.*): did CUDA "
+                 f"load {args.transfers}?")
+    totals = {}
+    for name in files:
+        for item in open(name).read().split():
+            key, value = item.split("=")
+            totals[key] = totals.get(key, 0) + int(value)
+    return totals
+
+
+def copies_per_step(args, style, atoms, workdir):
+    """Host<->device traffic per MD step: the difference of a run of 2 S and one of S timed steps
+    (same setup and warm-up), divided by S, so loading, setup and the first neighbour list cancel."""
+    short, long = (copies(args, style, atoms, workdir, n) for n in (args.transfer_steps, 2 * args.transfer_steps))
+    per_step = {key: (long[key] - short[key]) / args.transfer_steps for key in long}
+    per_step.update({f"setup_{key}": short[key] - args.transfer_steps * per_step[key] for key in long})
+    return per_step
+
+
 def write_table(args, rows, path):
     lines = [f"# pair_style mace/flash/kk and mace/flash, {args.device}, {args.dtype}, {args.ranks} rank(s)", "",
              f"Model `{os.path.basename(args.model)}`, fcc {args.element} a = 3.61 A, {args.warmup} warm-up + "
@@ -108,6 +143,18 @@ def write_table(args, rows, path):
             lines.append(f"| {r['atoms']} | {r['style']} | {r['ms_per_step']:.3f} | "
                          + " | ".join(f"{r['section_ms_per_step'][s]:.3f}" for s in SECTIONS)
                          + f" | {100 * r['outside_pair']:.1f} % | {ratio} |")
+    if args.transfers:
+        lines += ["", f"Copies between host and device per step, all ranks (CUPTI memcpy records; runs of "
+                  f"{args.transfer_steps} and {2 * args.transfer_steps} timed steps, difference / "
+                  f"{args.transfer_steps}; neighbour-list rebuilds included at their rate). DtoD stays on the GPU.", "",
+                  "| atoms | style | HtoD bytes/step | HtoD copies/step | DtoH bytes/step | DtoH copies/step "
+                  "| DtoD bytes/step | setup HtoD bytes | setup DtoH bytes |", "|---" * 9 + "|"]
+        for pair in rows:
+            for r in pair:
+                t = r["copies_per_step"]
+                lines.append(f"| {r['atoms']} | {r['style']} | {t['htod_bytes']:.0f} | {t['htod_copies']:.1f} | "
+                             f"{t['dtoh_bytes']:.0f} | {t['dtoh_copies']:.1f} | {t['dtod_bytes']:.0f} | "
+                             f"{t['setup_htod_bytes']:.0f} | {t['setup_dtoh_bytes']:.0f} |")
     lines += ["", "Commands (the decks are beside this table):", ""]
     lines += [f"    {r['command']}" for pair in rows for r in pair]
     lines += ["", "Made by: " + " ".join(shlex.quote(a) for a in sys.argv), ""]
@@ -130,12 +177,22 @@ def main():
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--mpirun", default="mpirun --allow-run-as-root")
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS per rank")
+    parser.add_argument("--transfers", default="", help="libcupti_transfers.so (bench/cupti_transfers.cpp): also "
+                        "count host<->device copies per step (two more runs per style and size)")
+    parser.add_argument("--transfer-steps", type=int, default=20, help="S of the transfer runs (S and 2 S steps)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for atoms in (int(a) for a in args.atoms.split(",")):
         rows.append((run_style(args, "plain", atoms, args.out), run_style(args, "kk", atoms, args.out)))
         plain, kk = rows[-1]
+        if args.transfers:
+            for r in rows[-1]:
+                r["copies_per_step"] = copies_per_step(args, r["style"], atoms, args.out)
+                t = r["copies_per_step"]
+                print(f"kokkos_style: {r['atoms']} atoms, {r['style']}: per step {t['htod_bytes']:.0f} bytes host to "
+                      f"device ({t['htod_copies']:.1f} copies), {t['dtoh_bytes']:.0f} bytes device to host "
+                      f"({t['dtoh_copies']:.1f} copies)", flush=True)
         print(f"kokkos_style: {kk['atoms']} atoms: plain {plain['ms_per_step']:.3f} ms/step, kk "
               f"{kk['ms_per_step']:.3f} ms/step (kk / plain {kk['ms_per_step'] / plain['ms_per_step']:.3f}), "
               f"outside Pair: plain {100 * plain['outside_pair']:.1f} %, kk {100 * kk['outside_pair']:.1f} %",

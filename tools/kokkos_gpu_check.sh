@@ -11,18 +11,20 @@
 #   ASSETS/reference/  mace_<case>.safetensors (the shared reference files; the tests read their bulk.*)
 #   ASSETS/mp0-medium-f32.safetensors   tools/make_random_model.py mp0-medium ... --dtype float32
 #   ASSETS/libcupti_transfers.so        optional: the CMake target cupti_transfers
-# Usage: tools/kokkos_gpu_check.sh ASSETS OUT [--bench-only|--tests-only] [--atoms 4000,65536]
+# Usage: tools/kokkos_gpu_check.sh ASSETS OUT [--bench-only|--tests-only] [--atoms 4000,65536] [--ranks 1]
+# (--ranks: MPI ranks of the benchmark, all on the one GPU)
 # OUT receives kokkos-style.md/.json with the decks (bench/), tests.log and each test's decks and
 # LAMMPS output (pytest/).
 set -uo pipefail
 assets=$(cd "$1" && pwd)
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 shift 2
-mode=all atoms=4000,65536
+mode=all atoms=4000,65536 ranks=1
 while [ $# -gt 0 ]; do
   case $1 in
     --bench-only|--tests-only) mode=$1; shift ;;
     --atoms) atoms=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
     *) echo "kokkos_gpu_check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -38,15 +40,15 @@ missing=$(ldd "$kk/lmp" "$kk/flashmacekkplugin.so" | grep "not found" || true)
 [ -z "$missing" ] || { echo "kokkos_gpu_check: unresolved libraries:"; echo "$missing"; exit 1; }
 echo "kokkos_gpu_check: $("$python" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))')"
 
-# mpirun binds 2 ranks to cores by default; a bound second rank found no usable GPU on the H200
-# ("Invalid device argument" when loading the model), as `--bind-to none` avoids.
+# No binding of ranks to cores (Open MPI's default for 2 ranks), as in bench/rank_check.py's H200
+# runs: the ranks share the one GPU and LibTorch's threads.
 export OMPI_MCA_hwloc_base_binding_policy=none
 status=0
 if [ "$mode" != --tests-only ]; then
   transfers=()
   [ -f "$assets/libcupti_transfers.so" ] && transfers=(--transfers "$assets/libcupti_transfers.so")
   PYTHONUNBUFFERED=1 "$python" "$root/bench/kokkos_style.py" --lmp "$kk/lmp" --plugin "$kk/flashmacekkplugin.so" \
-    --model "$assets/mp0-medium-f32.safetensors" --device cuda --dtype float32 --atoms "$atoms" \
+    --model "$assets/mp0-medium-f32.safetensors" --device cuda --dtype float32 --atoms "$atoms" --ranks "$ranks" \
     --out "$out/bench" "${transfers[@]}" 2>&1 | tee "$out/bench.log" || status=1
 fi
 if [ "$mode" != --bench-only ]; then
@@ -55,7 +57,7 @@ if [ "$mode" != --bench-only ]; then
      FLASHMACE_MPIRUN=mpirun FLASHMACE_SOURCE_DIR=$root FLASHMACE_REFERENCE_DIR=$assets/reference \
      FLASHMACE_EXPORTED_MODEL_DIR=$assets/models OMP_NUM_THREADS=1 \
      PYTHONPATH=$root/tools:$root/tests/lammps:$root/tests/pytest_plugins \
-     "$python" -m pytest -v -rs -p no:cacheprovider -n "${FLASHMACE_TEST_JOBS:-6}" --durations=5 --basetemp "$out/pytest" \
+     "$python" -m pytest -v -rA -p no:cacheprovider -n "${FLASHMACE_TEST_JOBS:-6}" --durations=5 --basetemp "$out/pytest" \
        tests/kokkos/test_kokkos_style.py) 2>&1 | tee "$out/tests.log" || status=1
 fi
 exit $status
