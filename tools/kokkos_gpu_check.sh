@@ -52,12 +52,13 @@ if [ "$mode" != --tests-only ]; then
     --out "$out/bench" "${transfers[@]}" 2>&1 | tee "$out/bench.log" || status=1
 fi
 if [ "$mode" != --bench-only ]; then
-  # One GPU, several test processes side by side (pytest-xdist): each runs its own lmp.
+  # One GPU, several test processes side by side (pytest-xdist): each runs its own lmp. A skipped
+  # test fails the run (a missing asset must not pass as a skip).
   (cd "$root" && FLASHMACE_KOKKOS_GPU=1 FLASHMACE_KOKKOS_LMP=$kk/lmp FLASHMACE_KOKKOS_PLUGIN=$kk/flashmacekkplugin.so \
      FLASHMACE_MPIRUN=mpirun FLASHMACE_SOURCE_DIR=$root FLASHMACE_REFERENCE_DIR=$assets/reference \
-     FLASHMACE_EXPORTED_MODEL_DIR=$assets/models OMP_NUM_THREADS=1 \
+     FLASHMACE_EXPORTED_MODEL_DIR=$assets/models OMP_NUM_THREADS=1 FLASHMACE_NO_SKIP=1 \
      PYTHONPATH=$root/tools:$root/tests/lammps:$root/tests/pytest_plugins \
-     "$python" -m pytest -v -rA -p no:cacheprovider -n "${FLASHMACE_TEST_JOBS:-6}" --durations=5 --basetemp "$out/pytest" \
+     "$python" -m pytest -v -rA -p no:cacheprovider -p flashmace_no_skip -n "${FLASHMACE_TEST_JOBS:-6}" --durations=5 --basetemp "$out/pytest" \
        tests/kokkos/test_kokkos_style.py) 2>&1 | tee "$out/tests.log" || status=1
 fi
 exit $status

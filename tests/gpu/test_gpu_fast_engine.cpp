@@ -3,7 +3,6 @@
 // bitwise-identical forces. Skipped, and reported as skipped, where no GPU exists.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/local_graph.h"
@@ -116,36 +115,23 @@ TEST_P(GpuFastCase, Float32ForcesCloseToFloat64AndBitwiseReproducible) {
   EXPECT_EQ(a.energy, b.energy);
 }
 
-// The same domain with its ghosts numbered in reverse (what a LAMMPS neighbour-list rebuild does:
-// the same counts, other ghost numbers and owners); ghost_owner is renumbered alike.
-LocalGraph reversed_ghosts(const LocalGraph& lg, std::vector<int>* ghost_owner) {
-  LocalGraph r = lg;
-  const int n = lg.nlocal, last = lg.ntotal() - 1;
-  auto renumber = [&](int64_t i) { return i < n ? i : n + last - i; };
-  for (int i = n; i <= last; ++i) {
-    const auto to = static_cast<std::size_t>(renumber(i)), from = static_cast<std::size_t>(i);
-    r.atomic_numbers[to] = lg.atomic_numbers[from];
-    for (std::size_t d = 0; d < 3; ++d) r.positions[3 * to + d] = lg.positions[3 * from + d];
-  }
-  for (int64_t& s : r.sender) s = renumber(s);
-  std::reverse(ghost_owner->begin(), ghost_owner->end());
-  return r;
-}
-
-// The same domain with its owned atoms in reverse order (LAMMPS sorts its atoms at each run's setup):
-// ghosts keep their numbers and copy the renumbered owners.
-LocalGraph reversed_locals(const LocalGraph& lg, std::vector<int>* ghost_owner) {
+// The same domain with its atoms renumbered (node i becomes renumber(i); owned atoms stay owned,
+// ghosts stay ghosts), as LAMMPS does when it sorts its atoms at a run's setup or makes new ghosts
+// at a neighbour-list rebuild: the same counts, other numbers. ghost_owner is renumbered alike.
+template <class Renumber>
+LocalGraph renumbered(const LocalGraph& lg, Renumber renumber, std::vector<int>* ghost_owner) {
   LocalGraph r = lg;
   const int n = lg.nlocal;
-  auto renumber = [n](int64_t i) { return i < n ? n - 1 - i : i; };
-  for (int i = 0; i < n; ++i) {
+  std::vector<int> owner(ghost_owner->size());
+  for (int i = 0; i < lg.ntotal(); ++i) {
     const auto to = static_cast<std::size_t>(renumber(i)), from = static_cast<std::size_t>(i);
     r.atomic_numbers[to] = lg.atomic_numbers[from];
     for (std::size_t d = 0; d < 3; ++d) r.positions[3 * to + d] = lg.positions[3 * from + d];
+    if (i >= n) owner[to - n] = static_cast<int>(renumber((*ghost_owner)[from - n]));
   }
   for (int64_t& s : r.sender) s = renumber(s);
   for (int64_t& s : r.receiver) s = renumber(s);
-  for (int& o : *ghost_owner) o = static_cast<int>(renumber(o));
+  *ghost_owner = owner;
   return r;
 }
 
@@ -158,7 +144,8 @@ TEST_P(GpuFastCase, CudaGraphReplayFollowsReorderedAtoms) {
   std::vector<int> owner;
   const LocalGraph lg = periodic_local_graph(bulk, file.config().r_max, &owner);
   std::vector<int> owner2 = owner;
-  const LocalGraph lg2 = reversed_locals(lg, &owner2);
+  const int n = lg.nlocal;
+  const LocalGraph lg2 = renumbered(lg, [n](int64_t i) { return i < n ? n - 1 - i : i; }, &owner2);
   for (const std::string variant : {"default", "radial_pairs off", "side_stream off", "reassociate off", "sc generic"}) {
     EvaluatorOptions o;
     o.device = "cuda";
@@ -250,7 +237,8 @@ TEST_P(GpuFastCase, CudaGraphReplayEqualsEagerEngine) {
   }
   EXPECT_EQ(captures, 3);
   std::vector<int> owner2 = owner;
-  const LocalGraph lg2 = reversed_ghosts(lg, &owner2);
+  const int64_t n = lg.nlocal, last = lg.ntotal() - 1;
+  const LocalGraph lg2 = renumbered(lg, [n, last](int64_t i) { return i < n ? i : n + last - i; }, &owner2);
   OwnerMapExchanger exchanger2(lg2.nlocal, owner2);
   testing::LocalOwnersExchanger in_place2(lg2.nlocal, owner2);
   const LocalPrediction lw2 = evaluate_local(*eager, lg2, &exchanger2, true);
