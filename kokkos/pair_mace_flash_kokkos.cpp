@@ -12,7 +12,6 @@
 #include "halo_rows_kokkos.h"
 #include "kokkos.h"
 #include "memory_kokkos.h"
-#include "model/device.h"
 #include "neigh_list_kokkos.h"
 #include "neigh_request.h"
 #include "neighbor.h"
@@ -41,6 +40,10 @@ PairMACEFlashKokkos<DeviceType>::~PairMACEFlashKokkos() {
 template <class DeviceType>
 void PairMACEFlashKokkos<DeviceType>::init_style() {
   PairMACEFlash::init_style();  // the plain style's checks and its full neighbour-list request
+  // (hybrid/kk would hand the sub-style host or device lists and buffers of its own choosing)
+  if (force->pair != this)
+    error->all(FLERR, "Pair style mace/flash/kk cannot be a sub-style of pair_style hybrid yet: use mace/flash "
+                      "(without /kk, with device cuda on a GPU) under pair_style hybrid/overlay");
   // The evaluator reads and writes DeviceType's memory directly: they must be the same kind.
   constexpr bool host_memory = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename DeviceType::memory_space>::accessible;
   if (host_memory != (model_->device() == "cpu"))
@@ -119,6 +122,7 @@ void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
   const auto tag = atomKK->k_tag.view<DeviceType>();
   const int nlocal = atom->nlocal, ntotal = atom->nlocal + atom->nghost;
 
+  check_list_is_current();
   check_positions(x, tag, nlocal);
   auto* kk_list = static_cast<NeighListKokkos<DeviceType>*>(list);
   const int overlap =
@@ -158,7 +162,7 @@ void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
   // LibTorch's streams, which the force kernels below do not wait for: the device must be done.
   DeviceType().fence();
   evaluate_or_stop([&] { model_->evaluate(graph, exchange_ ? &halo_ : nullptr, request, outputs); });
-  flashmace::synchronize_device(model_->device());
+  model_->synchronize();
 
   using exec = Kokkos::RangePolicy<typename DeviceType::execution_space>;
   // Ghost rows too: LAMMPS's reverse communication (newton on) adds them to their owners.
@@ -186,6 +190,7 @@ void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
   // Two scalars' worth of results cross to the host: the energy and the 3x3 virial.
   auto h_energy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_energy_);
   auto h_virial = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_virial_);
+  stop_if_not_finite(h_energy(0), h_virial.data(), 9, "virial");
   if (eflag_global) eng_vdwl += h_energy(0);
   if (vflag_global) {
     // Both are sum_edges r_ij (x) f_ij (mace_spec.md 10.3); LAMMPS stores xx yy zz xy xz yz.

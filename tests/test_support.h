@@ -13,6 +13,10 @@
 
 namespace flashmace::testing {
 
+// The exit status of a test process whose cases were all skipped (test_main.cpp); CTest's
+// SKIP_RETURN_CODE. (77: the automake convention for a skipped test.)
+constexpr int kSkippedExitCode = 77;
+
 inline std::string reference_dir() { return FLASHMACE_REFERENCE_DIR; }
 inline std::string exported_model_dir() { return FLASHMACE_EXPORTED_MODEL_DIR; }
 inline std::string reference_file(const std::string& name) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) into BUILD and runs each for
-# SECONDS (default 60): first on its regression inputs (tests/fuzz/regressions/<target>: every input
+# Builds the libFuzzer targets of tests/reliability/fuzz with clang (ASan + UBSan) into BUILD and runs each for
+# SECONDS (default 60): first on its regression inputs (tests/reliability/fuzz/regressions/<target>: every input
 # that once crashed), then fuzzing from seeds (the shared reference files, the bundled test model,
 # the example XYZ). A crash, a sanitizer report or an exception other than flashmace::Error fails.
 # Usage: tools/fuzz.sh BUILD [SECONDS]      (CTest: reliability.fuzz; needs clang and libclang-rt-14-dev)
@@ -9,7 +9,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$1
 seconds=${2:-60}
 reference=${FLASHMACE_REFERENCE_DIR:-$root/../shared/reference}
-cmake -S "$root/tests/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S "$root/tests/reliability/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 cmake --build "$build"
 
@@ -18,7 +18,7 @@ fuzz() {  # fuzz TARGET MAX_LEN SEED_FILES...
   local corpus=$build/corpus/$target artifacts=$build/artifacts/$target/
   rm -rf "$corpus" "$artifacts"; mkdir -p "$corpus" "$artifacts"
   cp "$@" "$corpus/"
-  local regressions=$root/tests/fuzz/regressions/$target
+  local regressions=$root/tests/reliability/fuzz/regressions/$target
   if [ -d "$regressions" ]; then
     echo "fuzz: $target on $(ls "$regressions" | wc -l) regression input(s)"
     "$build/$target" "$regressions"/*

@@ -1,6 +1,12 @@
 #include "core/model_file.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
 #include "core/error.h"
+#include "core/mace_tensor_names.h"
 
 namespace flashmace {
 
@@ -33,64 +39,165 @@ std::map<std::string, ExpectedTensor> expected_tensors(const MaceConfig& c) {
   const int64_t Z = c.num_elements(), C = c.channels(), nb = c.num_bessel;
   const Irreps sh = c.sh_irreps(), target = c.interaction_target();
   const int64_t K = sh.dim();
-  e["atomic_numbers"] = {{Z}, ExpectedTensor::Integer};
-  e["node_embedding.linear.weight"] = {{Z * C}};
-  e["radial_embedding.bessel_fn.bessel_weights"] = {{nb}};
-  e["atomic_energies_fn.atomic_energies"] = {{Z}};
+  namespace n = mace_tensors;
+  e[n::kAtomicNumbers] = {{Z}, ExpectedTensor::Integer};
+  e[n::kNodeEmbedding] = {{Z * C}};
+  e[n::kBesselWeights] = {{nb}};
+  e[n::kAtomicEnergies] = {{Z}};
   if (c.distance_transform == "Agnesi") {
-    for (const char* k : {"q", "p", "a"}) e[std::string("radial_embedding.distance_transform.") + k] = {{}};
-    e["radial_embedding.distance_transform.covalent_radii"] = {{-1}};
+    for (const char* k : {"q", "p", "a"}) e[n::distance_transform(k)] = {{}};
+    e[n::distance_transform("covalent_radii")] = {{-1}};
   } else if (c.distance_transform == "Soft") {
-    e["radial_embedding.distance_transform.alpha"] = {{}};
-    e["radial_embedding.distance_transform.covalent_radii"] = {{-1}};
+    e[n::distance_transform("alpha")] = {{}};
+    e[n::distance_transform("covalent_radii")] = {{-1}};
   }
   if (c.pair_repulsion) {
-    e["pair_repulsion_fn.c"] = {{4}};
-    e["pair_repulsion_fn.covalent_radii"] = {{-1}};
-    e["pair_repulsion_fn.a_exp"] = {{}};
-    e["pair_repulsion_fn.a_prefactor"] = {{}};
+    e[n::pair_repulsion("c")] = {{4}};
+    e[n::pair_repulsion("covalent_radii")] = {{-1}};
+    e[n::pair_repulsion("a_exp")] = {{}};
+    e[n::pair_repulsion("a_prefactor")] = {{}};
   }
   for (int t = 0; t < c.num_interactions; ++t) {
-    const std::string it = "interactions." + std::to_string(t) + ".";
     const Irreps in = c.layer_input(t), out = c.layer_output(t);
     const ConvTPLayout tp = conv_tp_layout(in, sh, target);
-    e[it + "linear_up.weight"] = {{linear_numel(in, in)}};
+    e[n::interaction(t, "linear_up.weight")] = {{linear_numel(in, in)}};
     std::vector<int64_t> widths = {nb};
     for (int w : c.radial_mlp) widths.push_back(w);
     widths.push_back(tp.weight_numel);
     for (std::size_t k = 0; k + 1 < widths.size(); ++k)
-      e[it + "conv_tp_weights.layer" + std::to_string(k) + ".weight"] = {{widths[k], widths[k + 1]}};
-    e[it + "linear.weight"] = {{linear_numel(tp.mid, target)}};
-    e[it + "skip_tp.weight"] = {{c.residual(t) ? linear_numel(in, out) * Z : linear_numel(target, target) * Z}};
-    if (c.density(t)) e[it + "density_fn.layer0.weight"] = {{nb, 1}};
+      e[n::radial_mlp_layer(t, k)] = {{widths[k], widths[k + 1]}};
+    e[n::interaction(t, "linear.weight")] = {{linear_numel(tp.mid, target)}};
+    e[n::interaction(t, "skip_tp.weight")] = {
+        {c.residual(t) ? linear_numel(in, out) * Z : linear_numel(target, target) * Z}};
+    if (c.density(t)) e[n::interaction(t, "density_fn.layer0.weight")] = {{nb, 1}};
 
-    const std::string pr = "products." + std::to_string(t) + ".";
     const int nu_max = c.correlation[t];
     for (std::size_t o = 0; o < out.size(); ++o) {
-      const std::string sc = pr + "symmetric_contractions.contractions." + std::to_string(o) + ".";
       const int L = out[o].ir.l;
       for (int nu = 1; nu <= nu_max; ++nu) {
         std::vector<int64_t> shape;
         if (L > 0) shape.push_back(2 * L + 1);
         for (int i = 0; i < nu; ++i) shape.push_back(K);
         shape.push_back(-1);
-        e[sc + "U_matrix_" + std::to_string(nu)] = {shape};
+        e[n::sc_coupling(t, o, nu)] = {shape};
+        e[n::sc_weights(t, o, nu, nu_max)] = {{Z, -1, C}};
       }
-      e[sc + "weights_max"] = {{Z, -1, C}};
-      for (int j = 0; j < nu_max - 1; ++j) e[sc + "weights." + std::to_string(j)] = {{Z, -1, C}};
     }
-    e[pr + "linear.weight"] = {{linear_numel(out, out)}};
-    const std::string ro = "readouts." + std::to_string(t) + ".";
+    e[n::product(t, "linear.weight")] = {{linear_numel(out, out)}};
     if (t < c.num_interactions - 1) {
-      e[ro + "linear.weight"] = {{C}};
+      e[n::readout(t, "linear.weight")] = {{C}};
     } else {
       const int64_t mlp = Irreps::parse(c.mlp_irreps).dim();
-      e[ro + "linear_1.weight"] = {{C * mlp}};
-      e[ro + "linear_2.weight"] = {{mlp}};
+      e[n::readout(t, "linear_1.weight")] = {{C * mlp}};
+      e[n::readout(t, "linear_2.weight")] = {{mlp}};
     }
   }
   return e;
 }
+
+namespace {
+
+// Each check below throws flashmace::Error starting with `where` ("Model file <path>: ").
+
+void check_dtype_and_shape(const SafetensorsFile& file, const std::string& key, const ExpectedTensor& expected,
+                           const std::string& model_dtype, const std::string& where) {
+  if (!file.has(key)) throw Error(where + "missing tensor '" + key + "' required by the model's hyperparameters");
+  const TensorView& t = file.tensor(key);
+  const std::string tw = where + "tensor '" + key + "' ";
+  const DType float_dtype = model_dtype == "float64" ? DType::F64 : DType::F32;
+  if (expected.kind == ExpectedTensor::Float && t.dtype != float_dtype)
+    throw Error(tw + "has dtype " + dtype_name(t.dtype) + ", expected " + dtype_name(float_dtype) +
+                " (the model dtype is " + model_dtype + ")");
+  if (expected.kind == ExpectedTensor::Integer && !is_integer(t.dtype))
+    throw Error(tw + "has dtype " + dtype_name(t.dtype) + ", expected an integer dtype");
+  bool ok = t.shape.size() == expected.shape.size();
+  for (std::size_t i = 0; ok && i < t.shape.size(); ++i) ok = expected.shape[i] < 0 || expected.shape[i] == t.shape[i];
+  // Scalars may be stored as [] or [1].
+  if (!ok && expected.shape.empty() && t.numel() == 1) ok = true;
+  if (!ok) throw Error(tw + "has shape " + shape_str(t.shape) + ", expected " + shape_str(expected.shape));
+  if (expected.kind == ExpectedTensor::Float && !is_float(t.dtype)) throw Error(tw + "must be a float tensor");
+}
+
+// The element list in the metadata and in the tensors must agree.
+void check_element_list(const SafetensorsFile& file, const MaceConfig& config, const std::string& where) {
+  const std::vector<double> z = file.to_doubles(mace_tensors::kAtomicNumbers);
+  for (std::size_t i = 0; i < z.size(); ++i)
+    if (z[i] != static_cast<double>(config.atomic_numbers[i]))  // (no int cast: any value may be stored)
+      throw Error(where + "tensor 'atomic_numbers' disagrees with the metadata's atomic_numbers");
+}
+
+// SC weights must match the number of coupling paths of their U tensor.
+void check_sc_paths(const SafetensorsFile& file, const MaceConfig& config, const std::string& where) {
+  for (int t = 0; t < config.num_interactions; ++t) {
+    const Irreps out = config.layer_output(t);
+    const int nu_max = config.correlation[t];
+    for (std::size_t o = 0; o < out.size(); ++o) {
+      for (int nu = 1; nu <= nu_max; ++nu) {
+        const std::string wkey = mace_tensors::sc_weights(t, o, nu, nu_max), ukey = mace_tensors::sc_coupling(t, o, nu);
+        const int64_t paths = file.tensor(ukey).shape.back();
+        if (file.tensor(wkey).shape[1] != paths)
+          throw Error(where + "tensor '" + wkey + "' has " + std::to_string(file.tensor(wkey).shape[1]) +
+                      " coupling paths but '" + ukey + "' has " + std::to_string(paths));
+      }
+    }
+  }
+}
+
+std::string non_finite_name(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
+// A NaN or Inf weight loads without complaint and turns every energy into nan; refuse it here, where
+// the message can name the tensor. One pass over one tensor's values at a time.
+void check_finite(const SafetensorsFile& file, const std::string& key, const std::string& where) {
+  const std::vector<double> values = file.to_doubles(key);
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]) && bad++ == 0) first = i;
+  if (bad == 0) return;
+  const std::string how_many =
+      bad == 1 ? "the only non-finite value" : "the first of " + std::to_string(bad) + " non-finite values";
+  throw Error(where + "tensor '" + key + "' holds " + non_finite_name(values[first]) + " at flat index " +
+              std::to_string(first) + ", " + how_many + " among " + std::to_string(values.size()) +
+              " (a broken export or training run: re-export the model, or check the checkpoint)");
+}
+
+// The shortest decimal that reads back as `v` at the stored precision, so that the message shows
+// numbers as the JSON and the exporter's log spell them.
+std::string shortest(double v, bool as_float) {
+  char text[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    const double back = std::strtod(text, nullptr);
+    if (as_float ? static_cast<float>(back) == static_cast<float>(v) : back == v) break;
+  }
+  return text;
+}
+
+// The metadata's E0 as the tensor stores it: a float32 model holds the float64 value rounded to the
+// nearest float. A value beyond the float range agrees with no tensor (and converting it is undefined).
+bool e0_agrees(double meta, double tensor, bool f32) {
+  if (!f32) return meta == tensor;
+  if (!(std::fabs(meta) <= std::numeric_limits<float>::max())) return false;
+  return static_cast<double>(static_cast<float>(meta)) == tensor;
+}
+
+// The engine adds the E0 tensor, but reports (the interaction energy) subtract the metadata's
+// atomic_energies; the exporter writes both from the same numbers.
+void check_atomic_energies(const SafetensorsFile& file, const MaceConfig& config, const std::string& where) {
+  const std::vector<double> tensor = file.to_doubles(mace_tensors::kAtomicEnergies);
+  const bool f32 = config.dtype == "float32";
+  for (std::size_t i = 0; i < tensor.size(); ++i) {
+    const double meta = config.atomic_energies[i];
+    if (e0_agrees(meta, tensor[i], f32)) continue;
+    const int z = config.atomic_numbers[i];
+    throw Error(where + "tensor '" + mace_tensors::kAtomicEnergies + "' holds E0 = " + shortest(tensor[i], f32) +
+                " for " + element_symbol(z) + " (Z = " + std::to_string(z) +
+                ") but the metadata's atomic_energies hold " + shortest(meta, false) +
+                "; the two must agree (the engine uses the tensor, the exporter writes both): "
+                "re-export the model with tools/export_mace.py");
+  }
+}
+
+}  // namespace
 
 ModelFile ModelFile::load(const std::string& path) { return from_safetensors(SafetensorsFile::load(path)); }
 
@@ -102,47 +209,15 @@ ModelFile ModelFile::from_safetensors(SafetensorsFile file) {
     throw Error(where + "no '" + kMetadataKey +
                 "' metadata; this is not a flashmace model (convert MACE models with tools/export_mace.py)");
   m.config_ = parse_mace_config(meta->second, file.path());
-  const DType float_dtype = m.config_.dtype == "float64" ? DType::F64 : DType::F32;
 
-  for (const auto& [key, expected] : expected_tensors(m.config_)) {
-    if (!file.has(key)) throw Error(where + "missing tensor '" + key + "' required by the model's hyperparameters");
-    const TensorView& t = file.tensor(key);
-    const std::string tw = where + "tensor '" + key + "' ";
-    if (expected.kind == ExpectedTensor::Float && t.dtype != float_dtype)
-      throw Error(tw + "has dtype " + dtype_name(t.dtype) + ", expected " + dtype_name(float_dtype) +
-                  " (the model dtype is " + m.config_.dtype + ")");
-    if (expected.kind == ExpectedTensor::Integer && !is_integer(t.dtype))
-      throw Error(tw + "has dtype " + dtype_name(t.dtype) + ", expected an integer dtype");
-    bool ok = t.shape.size() == expected.shape.size();
-    for (std::size_t i = 0; ok && i < t.shape.size(); ++i)
-      ok = expected.shape[i] < 0 || expected.shape[i] == t.shape[i];
-    // Scalars may be stored as [] or [1].
-    if (!ok && expected.shape.empty() && t.numel() == 1) ok = true;
-    if (!ok) throw Error(tw + "has shape " + shape_str(t.shape) + ", expected " + shape_str(expected.shape));
-    if (expected.kind == ExpectedTensor::Float && !is_float(t.dtype)) throw Error(tw + "must be a float tensor");
-  }
-  // The element list in the metadata and in the tensors must agree.
-  const std::vector<double> z = file.to_doubles("atomic_numbers");
-  for (std::size_t i = 0; i < z.size(); ++i)
-    if (z[i] != static_cast<double>(m.config_.atomic_numbers[i]))  // (no int cast: any value may be stored)
-      throw Error(where + "tensor 'atomic_numbers' disagrees with the metadata's atomic_numbers");
-  // SC weights must match the number of coupling paths of their U tensor.
-  for (int t = 0; t < m.config_.num_interactions; ++t) {
-    const Irreps out = m.config_.layer_output(t);
-    const int nu_max = m.config_.correlation[t];
-    for (std::size_t o = 0; o < out.size(); ++o) {
-      const std::string sc =
-          "products." + std::to_string(t) + ".symmetric_contractions.contractions." + std::to_string(o) + ".";
-      for (int nu = 1; nu <= nu_max; ++nu) {
-        const std::string wkey = nu == nu_max ? sc + "weights_max" : sc + "weights." + std::to_string(nu_max - 1 - nu);
-        const int64_t paths = file.tensor(sc + "U_matrix_" + std::to_string(nu)).shape.back();
-        if (file.tensor(wkey).shape[1] != paths)
-          throw Error(where + "tensor '" + wkey + "' has " + std::to_string(file.tensor(wkey).shape[1]) +
-                      " coupling paths but '" + sc + "U_matrix_" + std::to_string(nu) + "' has " +
-                      std::to_string(paths));
-      }
-    }
-  }
+  const std::map<std::string, ExpectedTensor> expected = expected_tensors(m.config_);
+  for (const auto& [key, e] : expected) check_dtype_and_shape(file, key, e, m.config_.dtype, where);
+  check_element_list(file, m.config_, where);
+  check_sc_paths(file, m.config_, where);
+  // Values last: every tensor is now known to exist with its expected dtype and shape.
+  for (const auto& [key, e] : expected)
+    if (e.kind == ExpectedTensor::Float) check_finite(file, key, where);
+  check_atomic_energies(file, m.config_, where);
   m.file_ = std::move(file);
   return m;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // A flashmace model file: one safetensors file whose __metadata__["flashmace"] holds the MaceConfig
 // JSON and whose tensors are MACE's state_dict (docs/model-format.md). Validated on load: every
-// tensor the math needs must exist with the dtype and shape the hyperparameters imply.
+// tensor the math needs must exist with the dtype and shape the hyperparameters imply, every float
+// value must be finite, and the metadata's atomic_energies must equal the E0 tensor.
 #include <map>
 #include <string>
 

@@ -1,7 +1,7 @@
 #include "engine/evaluator.h"
 
 #include "core/error.h"
-#include "engine/fast_engine.h"
+#include "engine/step/fast_engine.h"
 #include "model/device.h"
 #include "model/edge_outputs.h"
 #include "model/reference_model_impl.h"
@@ -60,28 +60,6 @@ EngineRequest engine_request(const Request& req) {
   return e;
 }
 
-std::string dtype_of(const ModelFile& file, const EvaluatorOptions& o) {
-  const std::string dtype = o.dtype.empty() ? file.config().dtype : o.dtype;
-  if (dtype != "float64" && dtype != "float32") throw Error("Unknown dtype '" + dtype + "' (use float64 or float32)");
-  return dtype;
-}
-
-EngineSettings settings_of(const EvaluatorOptions& o) {
-  EngineSettings s;
-  s.edge_chunk = o.edge_chunk;
-  s.atom_chunk = o.atom_chunk;
-  s.memory_bytes = o.memory_bytes;
-  s.sc = o.sc;
-  s.tf32 = o.tf32;
-  s.reassociate = o.reassociate;
-  s.radial_pairs = o.radial_pairs;
-  s.cuda_graph = o.cuda_graph;
-  s.side_stream = o.side_stream;
-  s.pad_to_bucket = o.pad_to_bucket;
-  s.log = o.log;
-  return s;
-}
-
 // Both paths share everything but the energy-and-gradient computation.
 class TensorEvaluator : public Evaluator {
  public:
@@ -90,6 +68,7 @@ class TensorEvaluator : public Evaluator {
   std::string device() const override { return device_.str(); }
   std::string dtype() const override { return dtype_; }
   std::string path() const override { return path_; }
+  void synchronize() const override { synchronize_device(device_.str()); }
 
   void evaluate(const GraphView& view, HaloExchanger* halo, const Request& req, const Outputs& out) override {
     check_view(view, out, req);
@@ -137,9 +116,9 @@ class ReferenceEvaluator : public TensorEvaluator {
 
 class FastEvaluator : public TensorEvaluator {
  public:
-  FastEvaluator(const ModelFile& file, const at::Device& device, const std::string& dtype, const EvaluatorOptions& o)
+  FastEvaluator(const ModelFile& file, const at::Device& device, const std::string& dtype, const EngineOptions& o)
       : TensorEvaluator("fast", device, dtype),
-        engine_(file, MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device), settings_of(o)) {}
+        engine_(file, MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device), o) {}
   const MaceConfig& config() const override { return engine_.params().config; }
   std::string sc_executor() const override { return engine_.sc_executor(); }
   std::string tp_executor() const override { return engine_.tp_executor(); }
@@ -157,16 +136,12 @@ class FastEvaluator : public TensorEvaluator {
 
 }  // namespace
 
-std::unique_ptr<Evaluator> make_evaluator(const ModelFile& file, const EvaluatorOptions& o) {
-  const std::string dtype = dtype_of(file, o);
+std::unique_ptr<Evaluator> make_evaluator(const ModelFile& file, const EngineOptions& o) {
+  validate(o, file.config().dtype);
+  const std::string dtype = resolved_dtype(o, file.config().dtype);
   const at::Device device(canonical_device(o.device));
-  if (o.edge_chunk < 0 || o.atom_chunk < 0) throw Error("Chunk sizes must be positive (0 = chosen by the planner)");
-  if (o.memory_bytes < 0) throw Error("The memory budget must be positive (0 = default)");
-  if (o.path == "reference") return std::make_unique<ReferenceEvaluator>(file, device, dtype);
-  if (o.sc != "auto" && o.sc != "specialized" && o.sc != "generic")
-    throw Error("Unknown symmetric-contraction executor '" + o.sc + "' (use auto, specialized or generic)");
-  if (o.path == "fast") return std::make_unique<FastEvaluator>(file, device, dtype, o);
-  throw Error("Unknown evaluation path '" + o.path + "' (use fast or reference)");
+  if (o.path == EvaluationPath::Reference) return std::make_unique<ReferenceEvaluator>(file, device, dtype);
+  return std::make_unique<FastEvaluator>(file, device, dtype, o);
 }
 
 }  // namespace flashmace

@@ -12,6 +12,7 @@
 
 #include "core/local_graph.h"
 #include "core/model_file.h"
+#include "engine/engine_options.h"
 
 namespace flashmace {
 
@@ -47,24 +48,6 @@ struct Outputs {
   double* atom_virial = nullptr;  // [ntotal][6] xx yy zz xy xz yz, each edge half to each end. Overwritten.
 };
 
-struct EvaluatorOptions {
-  std::string path = "fast";      // "fast" or "reference"
-  std::string dtype;              // "float64", "float32", or "" for the model file's dtype
-  std::string device = "cpu";     // "cpu", "cuda" (LibTorch's current device) or "cuda:N"
-  int64_t edge_chunk = 0;         // fast path: edges per chunk; 0 = chosen by the memory planner
-  int64_t atom_chunk = 0;         // fast path: atoms per node-stage chunk; 0 = planner
-  double memory_bytes = 0;        // fast path: working-memory budget; 0 = default (see memory_plan.h)
-  std::string sc = "auto";        // fast path: SC executor, auto | specialized (CUDA) | generic
-  bool tf32 = false;              // fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores
-  bool reassociate = true;        // fast path: first interaction per sender species (first_layer.h)
-  std::string radial_pairs = "auto";  // fast path: one radial MLP per reverse-edge pair: auto | on | off
-  std::string cuda_graph = "on";      // fast path on CUDA: replay small steps as CUDA graphs: on | off
-  std::string side_stream = "on";     // fast path on CUDA: later layers' radial MLPs on a second stream
-  bool pad_to_bucket = false;         // fast path: pad as for CUDA graphs without one (tests the padding)
-  // Messages the engine prints once (the memory plan); default: none.
-  std::function<void(const std::string&)> log;
-};
-
 class Evaluator {
  public:
   virtual ~Evaluator() = default;
@@ -72,6 +55,9 @@ class Evaluator {
   virtual std::string device() const = 0;  // "cpu" or "cuda:N"
   virtual std::string dtype() const = 0;   // "float64" or "float32"
   virtual std::string path() const = 0;    // "fast" or "reference"
+  // Waits until the device has finished the work queued so far (the caller's buffers are then
+  // complete); nothing on the CPU.
+  virtual void synchronize() const = 0;
   // The symmetric-contraction executor in use ("cpu generic", "specialized sm_90", ...; "" for the
   // reference path's einsum).
   virtual std::string sc_executor() const { return ""; }
@@ -89,6 +75,7 @@ class Evaluator {
   virtual void set_stage_timer(StageTimer* timer) = 0;
 };
 
-std::unique_ptr<Evaluator> make_evaluator(const ModelFile& file, const EvaluatorOptions& options);
+// Validates the options against the model (engine_options.h: validate) and loads it on the device.
+std::unique_ptr<Evaluator> make_evaluator(const ModelFile& file, const EngineOptions& options);
 
 }  // namespace flashmace

@@ -14,14 +14,14 @@
 #include "core/mace_config.h"
 #include "core/model_file.h"
 #include "domain.h"
+#include "engine/host_evaluation.h"
+#include "engine/measure.h"
 #include "error.h"
 #include "fix_mace_flash_report.h"
 #include "force.h"
+#include "kspace.h"
 #include "lmp_compat.h"
 #include "memory.h"
-#include "engine/host_evaluation.h"
-#include "engine/memory_plan.h"
-#include "model/device.h"
 #include "neigh_list.h"
 #include "neighbor.h"
 #include "update.h"
@@ -66,52 +66,25 @@ void PairMACEFlash::allocate() {
 
 void PairMACEFlash::settings(int narg, char** arg) {
   // pair_style may be re-issued for an existing mace/flash pair: start from the defaults.
-  device_ = "cpu";
-  dtype_.clear();
-  path_ = "fast";
-  edge_chunk_ = 0;
-  memory_gb_ = 0;
-  sc_ = "auto";
-  tf32_ = false;
+  options_ = flashmace::EngineOptions();
   exchange_ = true;
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) error->all(FLERR, text("Illegal pair_style mace/flash command: " + key + " needs a value"));
     const std::string value = arg[i + 1];
-    if (key == "device") {
-      if (value != "cpu" && value != "cuda" && value.rfind("cuda:", 0) != 0)
-        error->all(FLERR, text("Illegal pair_style mace/flash device " + value + ": use cpu, cuda or cuda:N"));
-      device_ = value;
-    } else if (key == "dtype") {
-      if (value != "float32" && value != "float64")
-        error->all(FLERR, text("Illegal pair_style mace/flash dtype " + value + ": use float32 or float64"));
-      dtype_ = value;
-    } else if (key == "path") {
-      if (value != "fast" && value != "reference")
-        error->all(FLERR, text("Illegal pair_style mace/flash path " + value + ": use fast or reference"));
-      path_ = value;
-    } else if (key == "edge_chunk") {
-      edge_chunk_ = utils::bnumeric(FLERR, value.c_str(), false, lmp);
-      if (edge_chunk_ < 0)
-        error->all(FLERR, text("Illegal pair_style mace/flash edge_chunk " + value + ": use 0 (automatic) or more"));
-    } else if (key == "memory") {
-      memory_gb_ = utils::numeric(FLERR, value.c_str(), false, lmp);
-      if (memory_gb_ < 0)
-        error->all(FLERR, text("Illegal pair_style mace/flash memory " + value + ": a budget in GB, 0 = default"));
-    } else if (key == "sc") {
-      if (value != "auto" && value != "specialized" && value != "generic")
-        error->all(FLERR, text("Illegal pair_style mace/flash sc " + value + ": use auto, specialized or generic"));
-      sc_ = value;
-    } else if (key == "tf32") {
-      if (value != "yes" && value != "no")
-        error->all(FLERR, text("Illegal pair_style mace/flash tf32 " + value + ": use yes or no"));
-      tf32_ = value == "yes";
-    } else if (key == "exchange") {
+    try {
+      if (flashmace::set_engine_option(options_, key, value)) continue;
+    } catch (const flashmace::OptionError& e) {
+      error->all(FLERR, text(std::string("Illegal pair_style mace/flash ") + e.what()));
+    }
+    if (key == "exchange") {
       if (value != "on" && value != "off")
         error->all(FLERR, text("Illegal pair_style mace/flash exchange " + value + ": use on or off"));
       exchange_ = value == "on";
     } else {
-      error->all(FLERR, text("Illegal pair_style mace/flash keyword " + key + ": known are device, dtype, path, edge_chunk, memory, sc, tf32, exchange"));
+      std::string known;
+      for (const std::string& k : flashmace::engine_option_keys()) known += k + ", ";
+      error->all(FLERR, text("Illegal pair_style mace/flash keyword " + key + ": known are " + known + "exchange"));
     }
   }
   if (model_) load_model();  // new device or dtype for the model of an earlier pair_coeff
@@ -145,15 +118,16 @@ void PairMACEFlash::coeff(int narg, char** arg) {
 // the ranks of a node that land on the same GPU are counted: they split its default memory budget.
 // (Collective on world for any cuda device: every rank takes part, also one that sees no GPU.)
 PairMACEFlash::PlacedDevice PairMACEFlash::place_device() const {
-  if (device_.rfind("cuda", 0) != 0) return {device_, 1};
+  const std::string& device = options_.device;
+  if (device.rfind("cuda", 0) != 0) return {device, 1};
   const int gpus = flashmace::cuda_device_count();
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
   int local_rank = 0, local_size = 1;
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
-  PlacedDevice placed{device_, 1};
-  if (device_ == "cuda") {
+  PlacedDevice placed{device, 1};
+  if (device == "cuda") {
     // More ranks on a node than GPUs share them round-robin: said, never silent (device cuda:N asks
     // for a GPU by name, sharing it on purpose).
     const int crowded = gpus > 0 && local_size > gpus ? 1 : 0;
@@ -200,17 +174,10 @@ void PairMACEFlash::load_model() {
   std::string failure;
   try {
     const flashmace::ModelFile file = flashmace::ModelFile::load(model_path_);
-    flashmace::EvaluatorOptions o;
-    o.path = path_;
-    o.dtype = dtype_;
+    flashmace::EngineOptions o = options_;
     o.device = device;
-    o.edge_chunk = edge_chunk_;
-    o.memory_bytes = memory_gb_ * 1e9;
     // Ranks sharing a GPU split its default budget (each would otherwise plan for half of it).
-    if (memory_gb_ == 0 && placed.sharers > 1)
-      o.memory_bytes = flashmace::default_memory_budget(device) / placed.sharers;
-    o.sc = sc_;
-    o.tf32 = tf32_;
+    o.device_sharers = placed.sharers;
     // A line the engine repeats (a CUDA graph captured again for the same sizes, when the energy or
     // per-atom requests change on a thermo step) is logged once: it would split LAMMPS's thermo
     // table at every output step.
@@ -247,7 +214,7 @@ void PairMACEFlash::load_model() {
     utils::logmesg(lmp, text("mace/flash: " + model_path_ + ": elements " + known + ", r_max " +
                              std::to_string(config.r_max) + " A, " + std::to_string(config.num_interactions) +
                              " interactions, hidden irreps " + config.hidden_irreps + ", " +
-                             model_->dtype() + " on " + model_->device() + ", " + path_ + " path" +
+                             model_->dtype() + " on " + model_->device() + ", " + model_->path() + " path" +
                              (model_->sc_executor().empty() ? "" : ", SC " + model_->sc_executor()) +
                              (model_->tp_executor().empty() ? "" : ", conv TP " + model_->tp_executor()) + "\n"));
 }
@@ -259,10 +226,7 @@ void PairMACEFlash::init_style() {
   // MACE models are three-dimensional: a 2d run would evaluate them on a plane they were not trained on.
   if (domain->dimension != 3) error->all(FLERR, "Pair style mace/flash requires a 3d simulation (dimension 3)");
   if (!model_) error->all(FLERR, "Pair style mace/flash needs pair_coeff * * model.safetensors <elements>");
-  // pair_style hybrid sizes the comm buffers from its sub-styles' widths when it is created, before
-  // the model (and so the feature width) is known here: the halo exchange would overflow them.
-  if (force->pair != this)
-    error->all(FLERR, "Pair style mace/flash cannot be used as a sub-style of pair_style hybrid or hybrid/overlay");
+  check_complete_neighbor_lists();
   if (!exchange_ && comm->me == 0)
     error->warning(FLERR, "pair_style mace/flash exchange off: ghost atoms keep stale node features, so energies "
                           "and forces are wrong whenever ghosts exist (a debugging switch)");
@@ -273,9 +237,67 @@ void PairMACEFlash::init_style() {
   const flashmace::MaceConfig& config = model_->config();
   const int width = config.num_interactions > 1 ? config.hidden().dim() : 0;
   comm_forward = comm_reverse = width;
+  // pair_style hybrid took its sub-styles' widths when it was created, before the model (and so the
+  // width) was known; Comm sizes its buffers from the hybrid's, after this.
+  if (force->pair != this) {
+    force->pair->comm_forward = std::max(force->pair->comm_forward, width);
+    force->pair->comm_reverse = std::max(force->pair->comm_reverse, width);
+  }
   halo_.set_max_cols(width);
   // (LAMMPS without Pair::finish(): the exchange report comes from an internal fix's post_run)
   if (!flashmace_lammps::pair_has_finish()) FixMACEFlashReport::ensure(lmp);
+}
+
+// MACE sums over every neighbour within r_max: a pair LAMMPS leaves out of the list changes the
+// environment of both atoms (and, through the message passing, of their neighbours), it does not
+// switch one interaction off. LAMMPS has no request for a list that keeps such pairs, so stop.
+void PairMACEFlash::check_complete_neighbor_lists() {
+  if (neighbor->nex_type || neighbor->nex_group || neighbor->nex_mol)
+    error->all(FLERR, "Pair style mace/flash cannot be used with neigh_modify exclude: MACE is a many-body "
+                      "potential, so excluded pairs would vanish from every atom's environment and change the "
+                      "energies and forces of all their neighbours; remove the exclusion (to hold atoms in place, "
+                      "use fix setforce 0.0 0.0 0.0 on their group)");
+  // LAMMPS drops a bonded pair from the lists when both its special weights are 0 (LAMMPS's default
+  // special_bonds lj/coul 0 0 0), unless a kspace style keeps them (Neighbor::init).
+  if (atom->molecular == 0 || force->kspace) return;
+  for (int k = 1; k <= 3; ++k)
+    if (force->special_lj[k] == 0.0 && force->special_coul[k] == 0.0)
+      error->all(FLERR, "Pair style mace/flash needs bonded atoms in its neighbour list, but special_bonds weights "
+                        "of 0 (LAMMPS's default lj/coul 0.0 0.0 0.0) remove 1-2, 1-3 or 1-4 pairs from it, so MACE "
+                        "would miss those neighbours; use special_bonds lj/coul 1.0 1.0 1.0 (MACE ignores the "
+                        "weights; other styles of a pair_style hybrid can keep theirs with pair_modify special)");
+}
+
+// A sub-style of pair_style hybrid gets a list without the type pairs assigned to other styles only.
+void PairMACEFlash::check_list_has_every_type_pair() {
+  if (!list->listskip || !list->ijskip) return;
+  for (int i = 1; i <= atom->ntypes; ++i)
+    for (int j = 1; j <= atom->ntypes; ++j)
+      if (list->ijskip[i][j])
+        error->all(FLERR, text("Pair style mace/flash must see every pair of atom types, but pair_style hybrid "
+                               "gives type pair " + std::to_string(i) + " " + std::to_string(j) +
+                               " to other styles only; use pair_style hybrid/overlay with pair_coeff * * "
+                               "mace/flash ... (and no pair_coeff ... none)"));
+}
+
+// After delete_atoms or create_atoms a run must rebuild the lists first; run ... pre no does not.
+void PairMACEFlash::check_list_is_current() {
+  if (list->inum != atom->nlocal)
+    error->one(FLERR, text("Pair style mace/flash: the neighbour list holds " + std::to_string(list->inum) +
+                           " atoms but this rank owns " + std::to_string(atom->nlocal) +
+                           ": atoms were added or deleted since it was built; start the run with pre yes "
+                           "(the default) so that LAMMPS rebuilds it"));
+}
+
+// Finite positions in, non-finite energy out: the model, not the simulation, is at fault.
+void PairMACEFlash::stop_if_not_finite(double energy, const double* values, std::size_t n, const char* what) {
+  bool finite = std::isfinite(energy);
+  for (std::size_t i = 0; finite && i < n; ++i) finite = std::isfinite(values[i]);
+  if (!finite)
+    error->one(FLERR, text("Pair style mace/flash: the model " + model_path_ + " gave a non-finite " +
+                           (std::isfinite(energy) ? std::string(what) : std::string("energy")) + " at step " +
+                           std::to_string(update->ntimestep) + " although every position is finite (check the "
+                           "model file; an untrained or damaged model, or atoms far outside its training data)"));
 }
 
 double PairMACEFlash::init_one(int, int) { return model_->cutoff(); }
@@ -396,9 +418,12 @@ flashmace::LocalGraph PairMACEFlash::build_graph() {
 
 void PairMACEFlash::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
+  check_list_is_current();
+  check_list_has_every_type_pair();
   const flashmace::LocalGraph g = build_graph();
   flashmace::LocalPrediction p;
   evaluate_or_stop([&] { p = flashmace::evaluate_local(*model_, g, exchange_ ? &halo_ : nullptr, vflag_atom != 0); });
+  stop_if_not_finite(p.energy, p.forces.data(), p.forces.size(), "force");
 
   // Ghost rows too: LAMMPS's reverse communication (newton on) adds them to their owners.
   double** f = atom->f;

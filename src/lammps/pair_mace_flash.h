@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/local_graph.h"
+#include "engine/engine_options.h"
 #include "lammps_halo_exchanger.h"
 #include "pair.h"
 
@@ -55,6 +56,12 @@ class PairMACEFlash : public Pair {
   // The run checks' messages, shared by both styles (error->one: only this rank may know).
   void stop_non_finite_position(tagint tag);
   void stop_overlap(tagint tag_i, tagint tag_j, double distance);
+  // energy (and the n values, e.g. forces) finite, else a stop naming the model and the step.
+  void stop_if_not_finite(double energy, const double* values, std::size_t n, const char* what);
+  // The checks that the neighbour list holds every pair within the cutoff (docs/pair_style.md).
+  void check_complete_neighbor_lists();
+  void check_list_has_every_type_pair();
+  void check_list_is_current();
 
  private:
   void allocate();
@@ -63,14 +70,8 @@ class PairMACEFlash : public Pair {
   flashmace::LocalGraph build_graph();
 
  protected:
-  // pair_style keywords
-  std::string device_ = "cpu";
-  std::string dtype_;  // "" = the model file's own dtype
-  std::string path_ = "fast";
-  int64_t edge_chunk_ = 0;  // 0 = the memory planner's choice
-  double memory_gb_ = 0;    // 0 = default budget
-  std::string sc_ = "auto";
-  bool tf32_ = false;
+  // pair_style keywords: the engine's (engine_options.h) and the style's own
+  flashmace::EngineOptions options_;
   bool exchange_ = true;
 
   // The device this rank runs on, and how many ranks of its node run on the same GPU (1 otherwise).

@@ -1,5 +1,6 @@
 #include "model/mace_params.h"
 
+#include "core/mace_tensor_names.h"
 #include "core/wigner3j.h"
 
 namespace flashmace {
@@ -53,39 +54,37 @@ MaceParams MaceParams::load(const ModelFile& file, at::ScalarType dtype, at::Dev
   m.spherical_harmonics = SphericalHarmonics(c.max_ell, f);
   const int Z = c.num_elements(), C = c.channels();
 
-  m.atomic_numbers = tensor_from_file(file, "atomic_numbers", i64);
-  m.node_embedding = tensor_from_file(file, "node_embedding.linear.weight", f).reshape({Z, C});
-  m.atomic_energies = tensor_from_file(file, "atomic_energies_fn.atomic_energies", f);
-  m.atomic_energies_f64 = tensor_from_file(file, "atomic_energies_fn.atomic_energies", f.dtype(at::kDouble));
-  m.bessel_weights = tensor_from_file(file, "radial_embedding.bessel_fn.bessel_weights", f);
+  namespace n = mace_tensors;
+  m.atomic_numbers = tensor_from_file(file, n::kAtomicNumbers, i64);
+  m.node_embedding = tensor_from_file(file, n::kNodeEmbedding, f).reshape({Z, C});
+  m.atomic_energies = tensor_from_file(file, n::kAtomicEnergies, f);
+  m.atomic_energies_f64 = tensor_from_file(file, n::kAtomicEnergies, f.dtype(at::kDouble));
+  m.bessel_weights = tensor_from_file(file, n::kBesselWeights, f);
   m.r_max = at::scalar_tensor(c.r_max, f);
   m.cutoff_p = c.num_polynomial_cutoff;
-  const std::string dt = "radial_embedding.distance_transform.";
   if (c.distance_transform == "Agnesi") {
-    m.transform_q = tensor_from_file(file, dt + "q", f).reshape({});
-    m.transform_p = tensor_from_file(file, dt + "p", f).reshape({});
-    m.transform_a = tensor_from_file(file, dt + "a", f).reshape({});
-    m.transform_covalent_radii = tensor_from_file(file, dt + "covalent_radii", f);
+    m.transform_q = tensor_from_file(file, n::distance_transform("q"), f).reshape({});
+    m.transform_p = tensor_from_file(file, n::distance_transform("p"), f).reshape({});
+    m.transform_a = tensor_from_file(file, n::distance_transform("a"), f).reshape({});
+    m.transform_covalent_radii = tensor_from_file(file, n::distance_transform("covalent_radii"), f);
   } else if (c.distance_transform == "Soft") {
-    m.transform_alpha = tensor_from_file(file, dt + "alpha", f).reshape({});
-    m.transform_covalent_radii = tensor_from_file(file, dt + "covalent_radii", f);
+    m.transform_alpha = tensor_from_file(file, n::distance_transform("alpha"), f).reshape({});
+    m.transform_covalent_radii = tensor_from_file(file, n::distance_transform("covalent_radii"), f);
   }
   m.zbl = c.pair_repulsion;
   if (m.zbl) {
-    m.zbl_params.c = tensor_from_file(file, "pair_repulsion_fn.c", f);
-    m.zbl_params.covalent_radii = tensor_from_file(file, "pair_repulsion_fn.covalent_radii", f);
-    m.zbl_params.a_exp = tensor_from_file(file, "pair_repulsion_fn.a_exp", f).reshape({});
-    m.zbl_params.a_prefactor = tensor_from_file(file, "pair_repulsion_fn.a_prefactor", f).reshape({});
-    m.zbl_params.p = file.has("pair_repulsion_fn.p")
-                         ? static_cast<int>(file.file().to_doubles("pair_repulsion_fn.p")[0])
+    m.zbl_params.c = tensor_from_file(file, n::pair_repulsion("c"), f);
+    m.zbl_params.covalent_radii = tensor_from_file(file, n::pair_repulsion("covalent_radii"), f);
+    m.zbl_params.a_exp = tensor_from_file(file, n::pair_repulsion("a_exp"), f).reshape({});
+    m.zbl_params.a_prefactor = tensor_from_file(file, n::pair_repulsion("a_prefactor"), f).reshape({});
+    m.zbl_params.p = file.has(n::pair_repulsion("p"))
+                         ? static_cast<int>(file.file().to_doubles(n::pair_repulsion("p"))[0])
                          : c.num_polynomial_cutoff;
   }
 
   const Irreps target = c.interaction_target();
   for (int t = 0; t < c.num_interactions; ++t) {
     InteractionParams L;
-    const std::string it = "interactions." + std::to_string(t) + ".";
-    const std::string pr = "products." + std::to_string(t) + ".";
     L.in = c.layer_input(t);
     L.out = c.layer_output(t);
     L.target = target;
@@ -99,33 +98,28 @@ MaceParams MaceParams::load(const ModelFile& file, at::ScalarType dtype, at::Dev
     L.residual = c.residual(t);
     L.density = c.density(t);
     L.avg_num_neighbors = c.avg_num_neighbors[t];
-    L.linear_up = tensor_from_file(file, it + "linear_up.weight", f);
-    L.linear = tensor_from_file(file, it + "linear.weight", f);
-    L.skip_tp = tensor_from_file(file, it + "skip_tp.weight", f);
-    if (L.density) L.density_weight = tensor_from_file(file, it + "density_fn.layer0.weight", f);
+    L.linear_up = tensor_from_file(file, n::interaction(t, "linear_up.weight"), f);
+    L.linear = tensor_from_file(file, n::interaction(t, "linear.weight"), f);
+    L.skip_tp = tensor_from_file(file, n::interaction(t, "skip_tp.weight"), f);
+    if (L.density) L.density_weight = tensor_from_file(file, n::interaction(t, "density_fn.layer0.weight"), f);
     for (std::size_t k = 0; k <= c.radial_mlp.size(); ++k)
-      L.radial_layers.push_back(
-          tensor_from_file(file, it + "conv_tp_weights.layer" + std::to_string(k) + ".weight", f));
+      L.radial_layers.push_back(tensor_from_file(file, n::radial_mlp_layer(t, k), f));
     const int nu_max = c.correlation[t];
     for (std::size_t o = 0; o < L.out.size(); ++o) {
-      const std::string sc = pr + "symmetric_contractions.contractions." + std::to_string(o) + ".";
       ContractionWeights cw;
       cw.l_out = L.out[o].ir.l;
       for (int nu = 1; nu <= nu_max; ++nu) {
-        cw.U.push_back(tensor_from_file(file, sc + "U_matrix_" + std::to_string(nu), f));
-        // mace_spec.md 7.2: weights.j holds order nu = nu_max - 1 - j; weights_max holds nu_max.
-        const std::string wkey = nu == nu_max ? sc + "weights_max" : sc + "weights." + std::to_string(nu_max - 1 - nu);
-        cw.weights.push_back(tensor_from_file(file, wkey, f));
+        cw.U.push_back(tensor_from_file(file, n::sc_coupling(t, o, nu), f));
+        cw.weights.push_back(tensor_from_file(file, n::sc_weights(t, o, nu, nu_max), f));
       }
       L.contractions.push_back(cw);
     }
-    L.product_linear = tensor_from_file(file, pr + "linear.weight", f);
-    const std::string ro = "readouts." + std::to_string(t) + ".";
+    L.product_linear = tensor_from_file(file, n::product(t, "linear.weight"), f);
     if (t < c.num_interactions - 1)
-      L.readout = {tensor_from_file(file, ro + "linear.weight", f)};
+      L.readout = {tensor_from_file(file, n::readout(t, "linear.weight"), f)};
     else
-      L.readout = {tensor_from_file(file, ro + "linear_1.weight", f),
-                   tensor_from_file(file, ro + "linear_2.weight", f)};
+      L.readout = {tensor_from_file(file, n::readout(t, "linear_1.weight"), f),
+                   tensor_from_file(file, n::readout(t, "linear_2.weight"), f)};
     m.layers.push_back(std::move(L));
   }
   return m;

@@ -21,7 +21,7 @@ constexpr int kScThreadsPerBlock = 128;  // launch configuration the generated k
 std::string generate_sc_cuda_source(const ScDescriptor& d);  // same descriptor -> same bytes
 
 // A double as a literal of the kernels' scalar type T: "T(<shortest round-trip digits>)". Shared with
-// the conv TP generator (engine/conv_tp_codegen.h).
+// the conv TP generator (engine/kernels/conv_tp_codegen.h).
 std::string cuda_literal(double v);
 
 int packed_weight_paths(const ScDescriptor& d);  // sum over blocks of total_paths

@@ -2,7 +2,7 @@
 // SC executors on a CUDA GPU, behind one CUDA-free interface (plain device pointers and a stream
 // handle), so callers compile no CUDA headers.
 //   specialized: the kernels of sc_codegen.h, compiled by NVRTC for the current GPU (through the
-//                disk cache, sc_nvrtc.h) and loaded with the driver API, which is itself loaded at
+//                disk cache, jit/nvrtc.h) and loaded with the driver API, which is itself loaded at
 //                run time (libcuda exists only on GPU machines).
 //   generic:     one precompiled kernel that reads the descriptor's terms from device tables; it
 //                exists when flashmace was built with the CUDA toolkit (FLASHMACE_SC_CUDA).
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "sc/sc_descriptor.h"
+#include "sc/sc_executor_kind.h"
 
 namespace flashmace {
 
@@ -27,8 +28,6 @@ class ScCudaExecutor {
   virtual std::string name() const = 0;  // "specialized sm_90", "generic"
 };
 
-enum class ScExecutorKind { Auto, Specialized, Generic };
-ScExecutorKind parse_sc_executor_kind(const std::string& text);  // "auto" | "specialized" | "generic"
 
 // Auto: the specialised executor when it can be made, else (logged once) the generic one.
 // Specialized / Generic: that one, or a flashmace::Error saying why not.

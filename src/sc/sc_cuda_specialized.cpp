@@ -4,10 +4,10 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "jit/cuda_driver.h"
+#include "jit/module.h"
 #include "sc/sc_codegen.h"
-#include "sc/sc_cuda_driver.h"
 #include "sc/sc_cuda_executor.h"
-#include "sc/sc_nvrtc.h"
 
 namespace flashmace {
 
@@ -15,62 +15,51 @@ namespace {
 
 namespace drv = cuda_driver;
 
+const JitUse kScJit{"the SC kernels", "the symmetric contraction runs on the generic executor"};
+
+std::string suffix_of(bool f64) { return f64 ? "_f64" : "_f32"; }
+
 template <typename T>
 class SpecializedCudaSc final : public ScCudaExecutor<T> {
  public:
-  SpecializedCudaSc(const ScDescriptor& d, const std::vector<char>& cubin, std::string arch)
-      : channels_(d.channels), arch_(std::move(arch)) {
+  SpecializedCudaSc(const ScDescriptor& d, std::unique_ptr<jit::Module> module)
+      : channels_(d.channels), module_(std::move(module)), suffix_(suffix_of(std::is_same_v<T, double>)) {
     const drv::Api& a = drv::api();
-    drv::check(a.module_load_data(&module_, cubin.data()), "loading the SC kernels (cuModuleLoadData)");
-    const std::string suffix = std::is_same_v<T, float> ? "_f32" : "_f64";
+    const std::vector<T> w = pack_sc_weights<T>(d);
+    drv::check(a.mem_alloc(&weights_, w.size() * sizeof(T)), "allocating the SC weights on the GPU");
     try {
-      drv::check(a.module_get_function(&forward_, module_, ("sc_forward" + suffix).c_str()), "cuModuleGetFunction");
-      drv::check(a.module_get_function(&backward_, module_, ("sc_backward" + suffix).c_str()), "cuModuleGetFunction");
-      const std::vector<T> w = pack_sc_weights<T>(d);
-      drv::check(a.mem_alloc(&weights_, w.size() * sizeof(T)), "allocating the SC weights on the GPU");
       drv::check(a.memcpy_htod(weights_, w.data(), w.size() * sizeof(T)), "copying the SC weights to the GPU");
     } catch (...) {
-      release();
+      a.mem_free(weights_);
       throw;
     }
   }
-  ~SpecializedCudaSc() override { release(); }
+  ~SpecializedCudaSc() override { drv::api().mem_free(weights_); }
   SpecializedCudaSc(const SpecializedCudaSc&) = delete;
   SpecializedCudaSc& operator=(const SpecializedCudaSc&) = delete;
 
   void forward(const T* A, const int64_t* species, int64_t n, T* B, void* stream) const override {
     long long atoms = n;
     void* args[] = {&A, &species, const_cast<drv::CUdeviceptr*>(&weights_), &B, &atoms};
-    launch(forward_, n, args, stream, "sc_forward");
+    launch("sc_forward", n, args, stream);
   }
   void backward(const T* A, const int64_t* species, const T* dB, int64_t n, T* dA, void* stream) const override {
     long long atoms = n;
     void* args[] = {&A, &species, const_cast<drv::CUdeviceptr*>(&weights_), &dB, &dA, &atoms};
-    launch(backward_, n, args, stream, "sc_backward");
+    launch("sc_backward", n, args, stream);
   }
-  std::string name() const override { return "specialized " + arch_; }
+  std::string name() const override { return "specialized " + module_->arch(); }
 
  private:
-  void launch(drv::CUfunction f, int64_t n, void** args, void* stream, const char* what) const {
+  void launch(const std::string& kernel, int64_t n, void** args, void* stream) const {
     const int64_t threads = n * channels_;
-    if (threads == 0) return;
     const int64_t blocks = (threads + kScThreadsPerBlock - 1) / kScThreadsPerBlock;
-    drv::check(drv::api().launch_kernel(f, static_cast<unsigned>(blocks), 1, 1, kScThreadsPerBlock, 1, 1, 0,
-                                        static_cast<drv::CUstream>(stream), args, nullptr),
-               std::string("launching ") + what);
-  }
-  void release() noexcept {
-    const drv::Api& a = drv::api();
-    if (weights_) a.mem_free(weights_);
-    if (module_) a.module_unload(module_);
-    weights_ = 0;
-    module_ = nullptr;
+    module_->launch(kernel + suffix_, blocks, kScThreadsPerBlock, args, stream);
   }
 
   int channels_ = 0;
-  std::string arch_;
-  drv::CUmodule module_ = nullptr;
-  drv::CUfunction forward_ = nullptr, backward_ = nullptr;
+  std::unique_ptr<jit::Module> module_;
+  std::string suffix_;
   drv::CUdeviceptr weights_ = 0;
 };
 
@@ -78,19 +67,12 @@ class SpecializedCudaSc final : public ScCudaExecutor<T> {
 
 template <typename T>
 std::unique_ptr<ScCudaExecutor<T>> make_specialized_cuda_sc(const ScDescriptor& d, std::string* why_not) {
-  const drv::Api& a = drv::api();
-  if (!a.error.empty()) {
-    *why_not = a.error;
-    return nullptr;
-  }
+  const std::string suffix = suffix_of(std::is_same_v<T, double>);
+  std::unique_ptr<jit::Module> module =
+      jit::Module::compile(generate_sc_cuda_source(d), {"sc_forward" + suffix, "sc_backward" + suffix}, kScJit, why_not);
+  if (!module) return nullptr;
   try {
-    const std::string arch = drv::current_arch();
-    const ScCubin cubin = compile_cubin(generate_sc_cuda_source(d), arch);
-    if (!cubin) {
-      *why_not = cubin.error;
-      return nullptr;
-    }
-    return std::make_unique<SpecializedCudaSc<T>>(d, cubin.image, arch);
+    return std::make_unique<SpecializedCudaSc<T>>(d, std::move(module));
   } catch (const Error& e) {
     *why_not = e.what();
     return nullptr;
@@ -105,19 +87,12 @@ std::unique_ptr<ScCudaExecutor<T>> make_cuda_sc_executor(const ScDescriptor& d, 
     if (kind == ScExecutorKind::Specialized)
       throw Error("sc specialized: the specialised symmetric-contraction kernels are not available: " +
                   why_specialized + " (use sc auto or sc generic)");
-    sc_log_once("specialised symmetric contraction not available (" + why_specialized +
+    jit_log_once("specialised symmetric contraction not available (" + why_specialized +
                 "); using the generic CUDA executor");
   }
   if (auto e = make_generic_cuda_sc<T>(d, &why_generic)) return e;
   throw Error("no CUDA symmetric-contraction executor: " + why_generic +
               (why_specialized.empty() ? "" : "; specialised: " + why_specialized));
-}
-
-ScExecutorKind parse_sc_executor_kind(const std::string& text) {
-  if (text == "auto") return ScExecutorKind::Auto;
-  if (text == "specialized") return ScExecutorKind::Specialized;
-  if (text == "generic") return ScExecutorKind::Generic;
-  throw Error("Unknown SC executor '" + text + "': expected auto, specialized or generic");
 }
 
 template std::unique_ptr<ScCudaExecutor<float>> make_specialized_cuda_sc<float>(const ScDescriptor&, std::string*);

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/mace_tensor_names.h"
 #include "core/model_file.h"
 #include "sc/sc_path_reduction.h"
 
@@ -49,7 +50,6 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescr
   d.channels = config.channels();
   const Irreps out = config.layer_output(layer);
   const int Z = d.num_elements, C = d.channels, nu_max = d.correlation;
-  const std::string prefix = "products." + std::to_string(layer) + ".symmetric_contractions.contractions.";
 
   std::vector<RawTerms> raw(out.size());
   std::map<std::vector<int32_t>, int32_t, DegreeLex> monomial_index;
@@ -62,10 +62,9 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescr
                   std::to_string(layer) + " has multiplicity " + std::to_string(out[o].mul) + ", expected " +
                   std::to_string(C) + " channels");
     d.out_dim += C * block.dim();
-    const std::string sc = prefix + std::to_string(o) + ".";
     std::vector<std::vector<double>> weights_nu;
     for (int nu = 1; nu <= nu_max; ++nu) {
-      const std::string ukey = sc + "U_matrix_" + std::to_string(nu);
+      const std::string ukey = mace_tensors::sc_coupling(layer, o, nu);
       const TensorView& u = file.tensor(ukey);
       // mace_spec.md 7.2: [(2L+1,)] + [K]*nu + [P_nu]; the leading dim is absent for L = 0.
       const std::size_t lead = block.l > 0 ? 1 : 0;
@@ -78,7 +77,7 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescr
                     ", expected [" + (lead ? std::to_string(block.dim()) + ", " : "") + "K]*" + std::to_string(nu) +
                     " + [paths] with K = " + std::to_string(K));
       const int P = static_cast<int>(u.shape.back());
-      const std::string wkey = nu == nu_max ? sc + "weights_max" : sc + "weights." + std::to_string(nu_max - 1 - nu);
+      const std::string wkey = mace_tensors::sc_weights(layer, o, nu, nu_max);
       const TensorView& w = file.tensor(wkey);
       if (w.shape != std::vector<int64_t>{Z, P, C})
         throw Error("Model file " + file.path() + ": tensor '" + wkey + "' has shape " + shape_str(w.shape) +

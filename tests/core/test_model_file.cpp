@@ -4,7 +4,9 @@
 // files copy bytes, and the hyperparameters are copied numbers, not computed ones.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/model_file.h"
@@ -148,9 +150,12 @@ TEST(ModelFile, LoadNamesAMissingFile) {
 // One exported model, damaged in memory; the loader must refuse it and say what is wrong.
 class DamagedModel : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const ModelFile m = ModelFile::load(testing::exported_model("small_l1"));
+  void SetUp() override { copy_of("small_l1"); }
+  // Replaces the copy with the exported model `model`.
+  void copy_of(const std::string& model) {
+    const ModelFile m = ModelFile::load(testing::exported_model(model));
     metadata_ = m.file().metadata();
+    tensors_.clear();
     for (const auto& name : m.file().names()) {
       const TensorView& v = m.tensor(name);
       tensors_[name] = TensorBytes{v.dtype, v.shape, std::vector<unsigned char>(v.data, v.data + v.nbytes)};
@@ -180,6 +185,13 @@ class DamagedModel : public ::testing::Test {
     TensorBytes& t = tensors_.at(key);
     t.dtype = DType::F32;
     t.bytes.resize(t.bytes.size() / 2);
+  }
+  // Overwrites value `index` (flat) of an F64 tensor.
+  void set_f64(const std::string& key, std::size_t index, double value) {
+    TensorBytes& t = tensors_.at(key);
+    ASSERT_EQ(t.dtype, DType::F64) << key;
+    ASSERT_LE((index + 1) * sizeof value, t.bytes.size()) << key;
+    std::memcpy(t.bytes.data() + index * sizeof value, &value, sizeof value);
   }
 
   std::map<std::string, std::string> metadata_;
@@ -219,7 +231,7 @@ TEST_F(DamagedModel, ElementListDisagreeingWithMetadataIsRefused) {
   expect_refused_with("tensor 'atomic_numbers' disagrees with the metadata's atomic_numbers");
 }
 
-// Found by tests/fuzz (fuzz_model_file): an element number outside the int range was cast to int.
+// Found by tests/reliability/fuzz (fuzz_model_file): an element number outside the int range was cast to int.
 TEST_F(DamagedModel, ElementNumberOutsideTheIntRangeIsRefused) {
   TensorBytes& z = tensors_.at("atomic_numbers");
   const int64_t huge = -210453000000;
@@ -234,6 +246,56 @@ TEST_F(DamagedModel, ScWeightsMustMatchTheirCouplingTensor) {
   expect_refused_with(
       "tensor 'products.0.symmetric_contractions.contractions.1.weights.0' has 5 coupling paths but "
       "'products.0.symmetric_contractions.contractions.1.U_matrix_2' has");
+}
+
+// A NaN or Inf weight would make every evaluation print nan; the loader names the first one.
+TEST_F(DamagedModel, NonFiniteWeightIsNamedWithItsFirstIndexAndCount) {
+  const std::string key = "interactions.1.linear.weight";
+  set_f64(key, 7, std::nan(""));
+  set_f64(key, 20, -std::numeric_limits<double>::infinity());
+  const std::size_t numel = tensors_.at(key).bytes.size() / sizeof(double);
+  expect_refused_with(
+      "tensor 'interactions.1.linear.weight' holds nan at flat index 7, the first of 2 non-finite "
+      "values among " +
+      std::to_string(numel) + " (a broken export or training run: re-export the model, or check the checkpoint)");
+}
+
+TEST_F(DamagedModel, InfiniteE0IsRefusedAsNonFinite) {
+  set_f64("atomic_energies_fn.atomic_energies", 1, std::numeric_limits<double>::infinity());
+  expect_refused_with(
+      "tensor 'atomic_energies_fn.atomic_energies' holds inf at flat index 1, the only non-finite "
+      "value among 2 (a broken export or training run: re-export the model, or check the checkpoint)");
+}
+
+// Evaluation adds the E0 tensor, reports subtract the metadata's atomic_energies: they must be the same numbers.
+TEST_F(DamagedModel, E0MetadataDisagreeingWithTheTensorNamesTheElement) {
+  set_f64("atomic_energies_fn.atomic_energies", 1, -4.25);  // Cu; readable numbers in the message
+  auto doc = config_json();
+  doc["atomic_energies"][1] = -4.25;
+  set_config_json(doc);
+  ASSERT_EQ(load_error(), "<no error>");
+  doc["atomic_energies"][1] = -4.249;  // off by 1e-3
+  set_config_json(doc);
+  expect_refused_with(
+      "tensor 'atomic_energies_fn.atomic_energies' holds E0 = -4.25 for Cu (Z = 29) but the "
+      "metadata's atomic_energies hold -4.249; the two must agree (the engine uses the tensor, the "
+      "exporter writes both): re-export the model with tools/export_mace.py");
+}
+
+// The float32 exporter rounds the E0 tensor but writes the float64 metadata: any metadata value that
+// rounds to the stored float agrees; the next float does not.
+TEST_F(DamagedModel, Float32E0IsComparedAtFloat32Precision) {
+  copy_of("small_l1_f32");
+  float e0 = 0;
+  std::memcpy(&e0, tensors_.at("atomic_energies_fn.atomic_energies").bytes.data() + sizeof e0, sizeof e0);
+  const float next = std::nextafter(e0, std::numeric_limits<float>::infinity());
+  auto doc = config_json();
+  doc["atomic_energies"][1] = static_cast<double>(e0) + 0.25 * (static_cast<double>(next) - e0);
+  set_config_json(doc);
+  EXPECT_EQ(load_error(), "<no error>");
+  doc["atomic_energies"][1] = static_cast<double>(next);
+  set_config_json(doc);
+  expect_refused_with("for Cu (Z = 29) but the metadata's atomic_energies hold ");
 }
 
 TEST_F(DamagedModel, MissingMetadataMeansNotAFlashmaceModel) {

@@ -12,7 +12,7 @@
 #include <ATen/Parallel.h>
 
 #include "core/model_file.h"
-#include "engine/conv_tp_op.h"
+#include "engine/ops/conv_tp_op.h"
 #include "engine/test_conv_tp_support.h"
 #include "model/device.h"
 #include "model/mace_params.h"

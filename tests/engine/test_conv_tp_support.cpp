@@ -1,9 +1,21 @@
 #include "engine/test_conv_tp_support.h"
 
+#include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <utility>
+
+#include "core/model_file.h"
 #include "core/wigner3j.h"
+#include "engine/kernels/conv_tp_specialized.h"
+#include "engine/ops/conv_tp_op.h"
 #include "model/e3nn_ops.h"
+#include "model/mace_params.h"
+#include "test_support.h"
 
 namespace flashmace::testing {
 
@@ -64,6 +76,198 @@ ConvTPReference conv_tp_reference(const ConvTPProblem& p) {
   ref.dY = g[1];
   ref.dx = g[2];
   return ref;
+}
+
+namespace {
+
+// float64: the kernels and the reference differ only in summation order (a few ulps per element,
+// relative to the largest element).
+constexpr double kRelTolF64 = 1e-12;
+// float32 against float64: float32 round-off (6e-8) times the depth of the sums (<= a few hundred terms).
+constexpr double kRelTolF32 = 1e-5;
+
+// max |got - want| / max |want|; a failure (and infinity) if either holds a NaN or Inf, or the shapes differ.
+double relative_error(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  const at::Tensor g = got.to(at::kCPU, at::kDouble), w = want.to(at::kCPU, at::kDouble);
+  if (g.sizes() != w.sizes()) {
+    ADD_FAILURE() << what << ": shape " << g.sizes() << " vs " << w.sizes();
+    return INFINITY;
+  }
+  if (!at::isfinite(g).all().item<bool>() || !at::isfinite(w).all().item<bool>()) {
+    ADD_FAILURE() << what << ": NaN or Inf";
+    return INFINITY;
+  }
+  if (w.numel() == 0) return 0;
+  const double scale = w.abs().max().item<double>();
+  const double diff = (g - w).abs().max().item<double>();
+  return scale > 0 ? diff / scale : diff;
+}
+
+// The worst relative error seen per tolerance, printed by each check_layout (the margin under the tolerance).
+std::map<double, double> worst;
+
+void expect_matches(const Results& got, const ConvTPReference& want, double tol, const std::string& what) {
+  const std::pair<const char*, std::pair<at::Tensor, at::Tensor>> outputs[] = {
+      {"agg", {got.agg, want.agg}}, {"dR", {got.dR, want.dR}}, {"dY", {got.dY, want.dY}}, {"dx", {got.dx, want.dx}}};
+  for (const auto& [name, gw] : outputs) {
+    const double err = relative_error(gw.first, gw.second, what + " " + name);
+    EXPECT_LE(err, tol) << what << " " << name;
+    worst[tol] = std::max(worst[tol], err);
+  }
+}
+
+void print_worst() {
+  for (const auto& [tol, err] : worst) std::printf("worst relative error %.3g (tolerance %.0e)\n", err, tol);
+  worst.clear();
+}
+
+// Receiver-segment patterns (edges per row).
+std::vector<std::pair<std::string, std::vector<int64_t>>> segment_patterns(std::mt19937& rng) {
+  std::vector<int64_t> mixed(23);
+  std::uniform_int_distribution<int64_t> count(0, 6);
+  for (auto& c : mixed) c = count(rng);
+  mixed.front() = 0;
+  mixed.back() = 0;
+  mixed[5] = 1;
+  return {{"mixed", mixed},
+          {"one_edge_per_row", std::vector<int64_t>(9, 1)},
+          {"many_in_one_row", {0, 0, 157, 0, 3}},
+          {"no_edges", {0, 0, 0}}};
+}
+
+// Random irreps with l <= 3, random multiplicities (so paths differ in mul) and parities.
+struct RandomLayout {
+  Irreps in1, sh;
+  ConvTPLayout layout;
+};
+RandomLayout random_layout(std::mt19937& rng) {
+  std::uniform_int_distribution<int> mul(1, 6), coin(0, 1), lmax(1, 3);
+  for (;;) {
+    std::vector<MulIr> in, target;
+    for (int l = 0; l <= 3; ++l)
+      for (int p : {1, -1}) {
+        if (coin(rng)) in.push_back({mul(rng), {l, p}});
+        if (coin(rng)) target.push_back({1, {l, p}});
+      }
+    RandomLayout r{Irreps(in), Irreps::spherical_harmonics(lmax(rng)), {}};
+    if (in.empty() || target.empty()) continue;
+    r.layout = conv_tp_layout(r.in1, r.sh, Irreps(target));
+    if (!r.layout.paths.empty()) return r;
+  }
+}
+
+// p with the radial rows `rows` copied to every edge (first) and shared through `index` (second).
+std::pair<ConvTPProblem, ConvTPProblem> share_radial_rows(ConvTPProblem p, const at::Tensor& rows,
+                                                          const at::Tensor& index, const at::TensorOptions& options) {
+  p.R = rows.index_select(0, index);
+  ConvTPProblem expanded = convert(p, options);
+  ConvTPProblem indexed = expanded;
+  indexed.R = rows.to(options);
+  return {expanded, indexed};
+}
+
+}  // namespace
+
+Results run_kernels(const ConvTPProblem& p, bool specialize, const at::Tensor& radial_index, bool dR_by_row) {
+  const ConvTPOp op(ConvTPDescriptor::build(p.in1, p.sh, p.layout), p.x.options(), specialize);
+  if (specialize && p.x.is_cuda()) {
+    EXPECT_NE(op.specialized(), nullptr) << "specialised kernels not built";
+  }
+  Results r;
+  r.agg = conv_tp_aggregate(op, p.x, p.xindex, p.Y, p.R, p.row_ptr, p.nrows, radial_index);
+  const at::Tensor dx0 = at::full_like(p.x, 0.25);
+  at::Tensor dx = dx0.clone();
+  const ConvTPEdgeGrads g = conv_tp_aggregate_backward(op, p.dagg, p.x, p.xindex, p.Y, p.R, p.row_ptr, dx,
+                                                       xindex_csr(p.xindex, p.num_x), radial_index, dR_by_row);
+  r.dR = g.dR;
+  r.dY = g.dY;
+  r.dx = dx - dx0;
+  return r;
+}
+
+void check_layout(const Irreps& in1, const Irreps& sh, const ConvTPLayout& layout, const at::Device& device,
+                  uint64_t seed, const std::string& name, bool specialize) {
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  for (const auto& [pattern, counts] : segment_patterns(rng))
+    for (const auto& [xname, num_x] : {std::pair<std::string, int64_t>{"sender", 17}, {"species", 3}}) {
+      const std::string what = name + "/" + pattern + "/" + xname;
+      const ConvTPProblem p64 = make_conv_tp_problem(in1, sh, layout, counts, num_x, seed++);
+      const ConvTPReference ref = conv_tp_reference(p64);
+      const Results got64 =
+          run_kernels(convert(p64, at::TensorOptions().dtype(at::kDouble).device(device)), specialize);
+      expect_matches(got64, ref, kRelTolF64, what + " float64");
+      const Results got32 =
+          run_kernels(convert(p64, at::TensorOptions().dtype(at::kFloat).device(device)), specialize);
+      expect_matches(got32, ref, kRelTolF32, what + " float32");
+    }
+  print_worst();
+}
+
+void check_reference_models(const at::Device& device) {
+  for (const std::string model : {"scalar_l0", "small_l1", "large_l2"}) {
+    const MaceParams m = MaceParams::load(ModelFile::load(exported_model(model)), at::kDouble, at::kCPU);
+    for (std::size_t t = 0; t < m.layers.size(); ++t)
+      check_layout(m.layers[t].in, m.sh, m.layers[t].tp, device, 100 + t, model + " layer " + std::to_string(t));
+  }
+}
+
+void check_random_layouts(const at::Device& device) {
+  std::mt19937 rng(2024);
+  for (int k = 0; k < 12; ++k) {
+    const RandomLayout r = random_layout(rng);
+    check_layout(r.in1, r.sh, r.layout, device, 1000 + 10 * k,
+                 r.in1.str() + " x " + r.sh.str() + " -> " + r.layout.mid.str());
+  }
+}
+
+std::vector<NamedLayout> specializable_layouts() {
+  std::vector<NamedLayout> out;
+  const auto add = [&](const std::string& in, int lmax, const std::string& target) {
+    const Irreps in1 = Irreps::parse(in), sh = Irreps::spherical_harmonics(lmax);
+    out.push_back({in + " x sh" + std::to_string(lmax) + " -> " + target, in1, sh,
+                   conv_tp_layout(in1, sh, Irreps::parse(target))});
+  };
+  add("32x0e", 3, "0e+1o+2e+3o");
+  add("64x0e+64x1o", 3, "0e+1o+2e+3o");
+  add("32x0e+32x1o+32x2e", 2, "0e+1o+2e");
+  add("32x1o+32x1e", 1, "0e+1o+1e");
+  return out;
+}
+
+void check_radial_index(const at::Device& device, bool specialize) {
+  const Irreps in1 = Irreps::parse("32x0e+32x1o"), sh = Irreps::spherical_harmonics(3);
+  const ConvTPLayout layout = conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e+3o"));
+  const ConvTPProblem p = make_conv_tp_problem(in1, sh, layout, {3, 0, 5, 1, 7, 2}, 9, 21);
+  const int64_t E = p.Y.size(0), U = 6;
+  const at::Tensor shared = p.R.narrow(0, 0, U).clone();
+  const at::Tensor index = at::remainder(at::arange(E, p.xindex.options()) * 5, U);
+  // Rows shared by at most two edges (reverse-edge pairs), for dR summed per row.
+  const int64_t pairs = (E + 1) / 2;
+  const at::Tensor pair_rows = p.R.narrow(0, 0, pairs).clone();
+  const at::Tensor pair_index = at::div(at::randperm(E, p.xindex.options()), 2, "floor");
+  for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+    const auto options = at::TensorOptions().dtype(dtype).device(device);
+    {
+      const auto [expanded, indexed] = share_radial_rows(p, shared, index, options);
+      const Results a = run_kernels(expanded, specialize), b = run_kernels(indexed, specialize, index.to(device));
+      EXPECT_TRUE(at::equal(a.agg, b.agg)) << dtype;
+      EXPECT_TRUE(at::equal(a.dR, b.dR)) << dtype;
+      EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;
+      EXPECT_TRUE(at::equal(a.dx, b.dx)) << dtype;
+    }
+    // dR summed per row is the per-edge dR added up in edge order, bit for bit, whatever order the
+    // device adds in.
+    const auto [expanded, indexed] = share_radial_rows(p, pair_rows, pair_index, options);
+    const Results a = run_kernels(expanded, specialize),
+                  b = run_kernels(indexed, specialize, pair_index.to(device), /*dR_by_row=*/true);
+    const at::Tensor summed =
+        at::zeros({pairs, a.dR.size(1)}, a.dR.options().device(at::kCPU)).index_add_(0, pair_index, a.dR.cpu());
+    EXPECT_EQ(b.dR.size(0), pairs) << dtype;
+    EXPECT_TRUE(at::equal(b.dR.cpu(), summed)) << dtype;
+    EXPECT_TRUE(at::equal(a.agg, b.agg)) << dtype;
+    EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;
+    EXPECT_TRUE(at::equal(a.dx, b.dx)) << dtype;
+  }
 }
 
 }  // namespace flashmace::testing

@@ -1,9 +1,13 @@
 #pragma once
 // A conv TP problem (irreps, edges sorted by receiver, random inputs) and its reference result:
 // conv_tensor_product on gathered features, index_add over receivers, autograd for the gradients.
-// Shared by the conv TP tests and benchmark.
+// Shared by the conv TP tests and benchmark. Also the checks of the fused kernels
+// (engine/ops/conv_tp_op.h) against it, shared by the CPU and CUDA tests (engine/test_conv_tp.cpp,
+// gpu/test_gpu_conv_tp.cpp): they report through gtest's EXPECTs.
 #include <ATen/ATen.h>
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/irreps.h"
@@ -30,5 +34,42 @@ struct ConvTPReference {
   at::Tensor agg, dR, dY, dx;
 };
 ConvTPReference conv_tp_reference(const ConvTPProblem& p);
+
+struct Results {
+  at::Tensor agg, dR, dY, dx;
+};
+
+// The kernels on p (its dtype and device); dx accumulated onto a non-zero start and returned minus it.
+// specialize: on CUDA, the generated kernels (required to be available) instead of the table-driven ones.
+// radial_index: p.R holds shared rows, edge e uses row radial_index[e].
+// dR_by_row: dR summed per radial row (at most two edges per row).
+Results run_kernels(const ConvTPProblem& p, bool specialize = false, const at::Tensor& radial_index = {},
+                    bool dR_by_row = false);
+
+// Checks every receiver-segment pattern (rows with no, one and many edges), x by sender (many rows)
+// and by species (3 rows), float64 and float32, against the reference path; prints the worst
+// relative error per tolerance.
+void check_layout(const Irreps& in1, const Irreps& sh, const ConvTPLayout& layout, const at::Device& device,
+                  uint64_t seed, const std::string& name, bool specialize = false);
+
+// check_layout for every layer of the shared reference models (scalar_l0, small_l1, large_l2).
+void check_reference_models(const at::Device& device);
+
+// check_layout for random irreps with l <= 3, random multiplicities (so paths differ in mul) and parities.
+void check_random_layouts(const at::Device& device);
+
+// Edges sharing radial rows through an index give exactly the results of each edge holding a copy
+// of its row (the kernels read the same numbers): the radial-MLP pairing of the fast engine; with
+// pairs, dR can also come summed per row.
+void check_radial_index(const at::Device& device, bool specialize);
+
+// Layouts the code generator specialises (every path of one multiplicity, a multiple of 32): MACE's
+// first and later layers, padded harmonics (9 -> 16), several warps per row, odd-parity inputs.
+struct NamedLayout {
+  std::string name;
+  Irreps in1, sh;
+  ConvTPLayout layout;
+};
+std::vector<NamedLayout> specializable_layouts();
 
 }  // namespace flashmace::testing

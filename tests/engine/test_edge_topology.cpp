@@ -9,7 +9,7 @@
 
 #include "core/local_graph.h"
 #include "core/model_file.h"
-#include "engine/edge_topology.h"
+#include "engine/step/edge_topology.h"
 #include "engine/host_evaluation.h"
 #include "test_support.h"
 
@@ -20,8 +20,8 @@ constexpr double kEnergyRelTol = 1e-12;
 constexpr double kAbsTol = 1e-10;
 
 std::unique_ptr<Evaluator> fast(const std::string& model, bool pad, int64_t chunk = 0) {
-  EvaluatorOptions o;
-  o.dtype = "float64";
+  EngineOptions o;
+  o.dtype = Dtype::Float64;
   o.pad_to_bucket = pad;
   o.edge_chunk = o.atom_chunk = chunk;
   return make_evaluator(ModelFile::load(testing::exported_model(model)), o);

@@ -12,7 +12,7 @@
 #include "core/local_graph.h"
 #include "core/model_file.h"
 #include "engine/host_evaluation.h"
-#include "engine/memory_plan.h"
+#include "engine/step/memory_plan.h"
 #include "test_support.h"
 
 namespace flashmace {
@@ -24,12 +24,12 @@ constexpr double kAbsTol = 1e-10;
 
 std::unique_ptr<Evaluator> evaluator(const std::string& model, const std::string& path, int64_t edge_chunk = 0,
                                      int64_t atom_chunk = 0, const std::string& radial_pairs = "on") {
-  EvaluatorOptions o;
-  o.path = path;
-  o.dtype = "float64";
+  EngineOptions o;
+  set_engine_option(o, "path", path);
+  o.dtype = Dtype::Float64;
   o.edge_chunk = edge_chunk;
   o.atom_chunk = atom_chunk;
-  o.radial_pairs = radial_pairs;
+  set_engine_option(o, "radial_pairs", radial_pairs);
   return make_evaluator(ModelFile::load(testing::exported_model(model)), o);
 }
 
@@ -93,8 +93,8 @@ INSTANTIATE_TEST_SUITE_P(SharedReference, FastEngineCase, ::testing::ValuesIn(ca
 // intermediates while splitting the edges into several chunks: found by lowering the budget until
 // the logged plan says so, then checked against the reference path.
 TEST(FastEngine, Tf32OutsideFloat32OnCudaIsAnError) {
-  EvaluatorOptions o;
-  o.dtype = "float64";
+  EngineOptions o;
+  o.dtype = Dtype::Float64;
   o.tf32 = true;
   EXPECT_NE(testing::error_of([&] {
               make_evaluator(ModelFile::load(testing::exported_model("small_l1")), o);
@@ -132,14 +132,14 @@ TEST(MemoryPlan, KeepsWhenTheIntermediatesFitElseRecomputes) {
 TEST(FastEngine, KeptIntermediatesInSeveralChunksEqualReference) {
   const Structure s = make_cubic_lattice("fcc", 3.61, 6, {28, 29}, 0.05, 5);  // 864 atoms, ~36k edges
   const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
-  EvaluatorOptions o;
-  o.dtype = "float64";
-  o.path = "reference";
+  EngineOptions o;
+  o.dtype = Dtype::Float64;
+  o.path = EvaluationPath::Reference;
   const Prediction want = evaluate_structure(*make_evaluator(file, o), s);
   bool found = false;
   for (double mib = 512; mib >= 64 && !found; mib *= 0.9) {
     std::string plan;
-    o.path = "fast";
+    o.path = EvaluationPath::Fast;
     o.memory_bytes = mib * 1024 * 1024;
     o.log = [&](const std::string& line) { plan = line; };
     const auto fast = make_evaluator(file, o);
@@ -271,21 +271,14 @@ TEST(FastEngine, EnergyOnlyRequestGivesTheSameEnergy) {
 
 TEST(FastEngine, BadOptionsAreExplained) {
   const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
-  EvaluatorOptions o;
-  o.path = "quick";
-  EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Unknown evaluation path 'quick'"),
-            std::string::npos);
-  o.path = "fast";
+  EngineOptions o;
   o.edge_chunk = -3;
   EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Chunk sizes must be positive"),
             std::string::npos);
   o.edge_chunk = 0;
-  o.radial_pairs = "sometimes";
-  EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Unknown radial_pairs setting 'sometimes'"),
-            std::string::npos);
-  o.radial_pairs = "auto";
   o.device = "tpu";
-  EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("Unknown device 'tpu'"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); }).find("device tpu: use cpu, cuda or cuda:N"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,38 +1,23 @@
-// The fast engine's linears (engine/irreps_linear.h, engine/species_linear.h) against the reference
-// path's e3nn_linear / element_linear and their autograd transposes, float64: adjacent and separated
-// blocks of one irrep (stacked weights), outputs no input reaches, inputs no output reads, writing
-// into and adding to column ranges of wider tensors, one and several elements. *Gpu* cases: the
-// same on CUDA against the CPU, float64 and float32, under `ctest -L gpu`.
+// The fast engine's linears (engine/ops/irreps_linear.h, engine/ops/species_linear.h) against the
+// reference path's e3nn_linear / element_linear and their autograd transposes, float64: adjacent and
+// separated blocks of one irrep (stacked weights), outputs no input reaches, inputs no output reads,
+// writing into and adding to column ranges of wider tensors, one and several elements. The same on
+// CUDA against the CPU: gpu/test_gpu_irreps_linear.cpp.
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include "core/error.h"
-
-#include "engine/irreps_linear.h"
-#include "engine/species_linear.h"
+#include "engine/ops/irreps_linear.h"
+#include "engine/ops/species_linear.h"
+#include "engine/test_irreps_linear_support.h"
 #include "model/e3nn_ops.h"
-#include "test_support.h"
 
 namespace flashmace {
 namespace {
 
-const auto kF64 = at::TensorOptions().dtype(at::kDouble);
-
-// Largest |a - b|, infinite when either holds a non-finite value.
-double max_abs(const at::Tensor& a, const at::Tensor& b) {
-  if (!at::isfinite(a).all().item<bool>() || !at::isfinite(b).all().item<bool>())
-    return std::numeric_limits<double>::infinity();
-  return (a - b).abs().max().item<double>();
-}
-
-int64_t weight_count(const Irreps& in, const Irreps& out, int64_t factor = 1) {
-  int64_t n = 0;
-  for (const auto& i : in.blocks())
-    for (const auto& o : out.blocks())
-      if (i.ir == o.ir) n += static_cast<int64_t>(i.mul) * o.mul * factor;
-  return n;
-}
+using testing::Case;
+using testing::kF64;
+using testing::max_abs;
+using testing::weight_count;
 
 // The x-gradient of sum(f(x) * g) by autograd.
 template <typename F>
@@ -41,11 +26,6 @@ at::Tensor autograd_transpose(F&& f, const at::Tensor& x, const at::Tensor& g) {
   (f(xg) * g).sum().backward();
   return xg.grad();
 }
-
-struct Case {
-  const char* in;
-  const char* out;
-};
 
 class IrrepsLinearCase : public ::testing::TestWithParam<Case> {};
 
@@ -115,45 +95,6 @@ TEST_P(SpeciesLinearCase, EqualsElementLinearAndItsTranspose) {
 
 INSTANTIATE_TEST_SUITE_P(Elements, SpeciesLinearCase, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Several" : "One"; });
-
-
-// On CUDA against the CPU, from one row to many, multiplicities of MACE's size.
-class IrrepsLinearGpuCase : public ::testing::TestWithParam<Case> {};
-
-TEST_P(IrrepsLinearGpuCase, EqualsTheCpu) {
-  if (!testing::gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
-  const Irreps in = Irreps::parse(GetParam().in), out = Irreps::parse(GetParam().out);
-  const at::Device cuda(at::kCUDA, 0);
-  at::manual_seed(11);
-  const at::Tensor w = at::randn({weight_count(in, out)}, kF64);
-  for (const int64_t n : {1, 37, 700, 9000}) {
-    for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
-      const double tolerance = dtype == at::kDouble ? 1e-12 : 1e-4;
-      const at::Tensor x = at::randn({n, in.dim()}, kF64), g = at::randn({n, out.dim()}, kF64);
-      const IrrepsLinear f(w, in, out), f_gpu(w.to(cuda, dtype), in, out);
-      const at::Tensor y = f.forward(x), gx = f.transpose(g);
-      const double y_scale = y.abs().max().item<double>(), gx_scale = gx.abs().max().item<double>();
-      const at::Tensor xc = x.to(cuda, dtype), gc = g.to(cuda, dtype);
-      EXPECT_LT(max_abs(f_gpu.forward(xc).cpu().to(at::kDouble), y), tolerance * y_scale) << n;
-      EXPECT_LT(max_abs(f_gpu.transpose(gc).cpu().to(at::kDouble), gx), tolerance * gx_scale) << n;
-      // Into column ranges of wider tensors, added to what is there.
-      at::Tensor wide = at::full({n, out.dim() + 5}, 3.0, kF64).to(cuda, dtype);
-      f_gpu.forward_into(xc, wide.narrow(1, 2, out.dim()), /*accumulate=*/true);
-      EXPECT_LT(max_abs(wide.narrow(1, 2, out.dim()).cpu().to(at::kDouble), y + 3.0), tolerance * (y_scale + 3)) << n;
-      at::Tensor wide_in = at::ones({n, in.dim() + 3}, kF64).to(cuda, dtype);
-      f_gpu.transpose_into(gc, wide_in.narrow(1, 3, in.dim()), /*accumulate=*/true);
-      EXPECT_LT(max_abs(wide_in.narrow(1, 3, in.dim()).cpu().to(at::kDouble), gx + 1.0), tolerance * (gx_scale + 1))
-          << n;
-      EXPECT_EQ(max_abs(wide_in.narrow(1, 0, 3).cpu().to(at::kDouble), at::ones({n, 3}, kF64)), 0.0);  // untouched
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Irreps, IrrepsLinearGpuCase,
-    ::testing::Values(Case{"96x0e+70x1o+40x2e", "96x0e+70x1o+40x2e"},  // MACE's node linears, wider than a tile
-                      Case{"3x0e+2x0e+4x1o+4x1o+2x2e+1x3o", "5x0e+3x1o+2x2e"},  // stacked spans, a 3o no one reads
-                      Case{"2x0e+3x1o+2x0e+1x1o", "4x0e+2x1o"}));               // separated blocks of one irrep
 
 }  // namespace
 }  // namespace flashmace

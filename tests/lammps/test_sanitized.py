@@ -1,6 +1,6 @@
 """The example MD deck (examples/lammps/in.md, shortened) through flashmace-lmp_asan: the pair style,
 its halo exchanger and the torch-free libraries under it (model file, neighbour lists, CPU kernels,
-symmetric contraction) built with ASan + UBSan (FLASHMACE_SANITIZE=ON, tests/sanitize). A sanitizer
+symmetric contraction) built with ASan + UBSan (FLASHMACE_SANITIZE=ON, tests/reliability/sanitize). A sanitizer
 report ends the run with a non-zero status, which fails run_lammps; a run that completes must also
 print the thermo of flashmace-lmp (the same arithmetic: instrumentation adds checks, not rounding),
 so a sanitized binary that silently computed something else fails too: measured identical to the

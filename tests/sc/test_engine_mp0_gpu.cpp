@@ -21,10 +21,10 @@ namespace {
 
 std::unique_ptr<Evaluator> make(const std::string& path, const std::string& device, const std::string& dtype,
                                 int64_t chunk = 0) {
-  EvaluatorOptions o;
-  o.path = path;
+  EngineOptions o;
+  set_engine_option(o, "path", path);
   o.device = device;
-  o.dtype = dtype;
+  set_engine_option(o, "dtype", dtype);
   o.edge_chunk = o.atom_chunk = chunk;
   return make_evaluator(ModelFile::load(testing::sc_model("mp0-medium")), o);
 }
@@ -65,9 +65,9 @@ TEST(FastEngineMp0Gpu, Tf32ForceErrorIsSmall) {
   const auto f64 = make("fast", "cuda", "float64");
   const Graph g = build_neighbor_list(s, f64->cutoff());
   const Prediction want = evaluate_structure(*f64, s, g);
-  EvaluatorOptions o;
+  EngineOptions o;
   o.device = "cuda";
-  o.dtype = "float32";
+  o.dtype = Dtype::Float32;
   for (const bool tf32 : {false, true}) {
     o.tf32 = tf32;
     const Prediction got = evaluate_structure(*make_evaluator(ModelFile::load(testing::sc_model("mp0-medium")), o), s, g);

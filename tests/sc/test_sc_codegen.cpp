@@ -15,7 +15,7 @@
 #include "core/model_file.h"
 #include "sc/sc_codegen.h"
 #include "sc/sc_descriptor.h"
-#include "sc/sc_nvrtc.h"
+#include "jit/nvrtc.h"
 #include "sc_test_support.h"
 #include "test_support.h"
 
@@ -43,6 +43,7 @@ int count_entries(const std::string& dir) {
 }
 
 constexpr const char* kArch = "sm_90";
+const JitUse kScJit{"the SC kernels", "the symmetric contraction runs on the generic executor"};
 
 // A fresh cache directory per test, removed afterwards; FLASHMACE_SC_CACHE points at it.
 class ScCacheDir : public ::testing::Test {
@@ -109,7 +110,7 @@ TEST_P(ScNvrtc, CompilesEveryLayerForSm90) {
   if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   const ModelFile file = ModelFile::load(GetParam().path);
   for (int t = 0; t < file.config().num_interactions; ++t) {
-    const ScCubin c = compile_cubin(generate_sc_cuda_source(build_sc_descriptor(file, t)), kArch);
+    const Cubin c = compile_cubin(generate_sc_cuda_source(build_sc_descriptor(file, t)), kArch, kScJit);
     ASSERT_TRUE(c) << "layer " << t << ": " << c.error;
     EXPECT_FALSE(c.from_cache);
     EXPECT_EQ(std::string(c.image.data(), 4), "\x7f" "ELF");
@@ -126,27 +127,27 @@ INSTANTIATE_TEST_SUITE_P(Models, ScNvrtc, ::testing::ValuesIn(testing::sc_test_m
 TEST_F(ScCacheDir, SecondCompileIsACacheHitWithTheSameImage) {
   if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   const std::string src = small_source();
-  const ScCubin first = compile_cubin(src, kArch);
+  const Cubin first = compile_cubin(src, kArch, kScJit);
   ASSERT_TRUE(first) << first.error;
   EXPECT_FALSE(first.from_cache);
-  const std::string path = sc_cache_path(src, kArch);
+  const std::string path = jit_cache_path(src, kArch);
   ASSERT_FALSE(path.empty());
   EXPECT_EQ(path.rfind(dir_ + "/", 0), 0u) << path;
   EXPECT_TRUE(exists(path));
-  const ScCubin second = compile_cubin(src, kArch);
+  const Cubin second = compile_cubin(src, kArch, kScJit);
   ASSERT_TRUE(second) << second.error;
   EXPECT_TRUE(second.from_cache);
   EXPECT_EQ(second.image, first.image);
   // Another architecture is another entry.
-  EXPECT_NE(sc_cache_path(src, "sm_80"), path);
+  EXPECT_NE(jit_cache_path(src, "sm_80"), path);
 }
 
 TEST_F(ScCacheDir, DamagedOrStaleEntriesAreRecompiledNeverUsed) {
   if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   const std::string src = small_source();
-  const ScCubin good = compile_cubin(src, kArch);
+  const Cubin good = compile_cubin(src, kArch, kScJit);
   ASSERT_TRUE(good) << good.error;
-  const std::string path = sc_cache_path(src, kArch);
+  const std::string path = jit_cache_path(src, kArch);
   const std::string intact = read_bytes(path);
   const std::size_t eol = intact.find('\n');
 
@@ -165,12 +166,12 @@ TEST_F(ScCacheDir, DamagedOrStaleEntriesAreRecompiledNeverUsed) {
       {"garbage", std::string(4096, '\x7f')}};
   for (const auto& [what, bytes] : damaged) {
     write_bytes(path, bytes);
-    const ScCubin c = compile_cubin(src, kArch);
+    const Cubin c = compile_cubin(src, kArch, kScJit);
     ASSERT_TRUE(c) << what << ": " << c.error;
     EXPECT_FALSE(c.from_cache) << what;
     EXPECT_EQ(c.image, good.image) << what;
     EXPECT_EQ(read_bytes(path), intact) << what << ": the entry is rewritten";
-    EXPECT_TRUE(compile_cubin(src, kArch).from_cache) << what;
+    EXPECT_TRUE(compile_cubin(src, kArch, kScJit).from_cache) << what;
   }
 }
 
@@ -178,7 +179,7 @@ TEST_F(ScCacheDir, UnwritableCacheStillCompiles) {
   if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   write_bytes(dir_ + ".file", "not a directory");
   setenv("FLASHMACE_SC_CACHE", (dir_ + ".file/sub").c_str(), 1);
-  const ScCubin c = compile_cubin(small_source(), kArch);
+  const Cubin c = compile_cubin(small_source(), kArch, kScJit);
   EXPECT_TRUE(c) << c.error;
   EXPECT_FALSE(c.from_cache);
   ::remove((dir_ + ".file").c_str());
@@ -190,8 +191,8 @@ TEST_F(ScCacheDir, MissingNvrtcIsReportedOnceNotThrown) {
   EXPECT_FALSE(nvrtc_available(&why));
   EXPECT_NE(why.find("NVRTC not found"), std::string::npos) << why;
   ::testing::internal::CaptureStderr();
-  const ScCubin a = compile_cubin(small_source(), kArch);
-  const ScCubin b = compile_cubin(small_source(), kArch);
+  const Cubin a = compile_cubin(small_source(), kArch, kScJit);
+  const Cubin b = compile_cubin(small_source(), kArch, kScJit);
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(a);
   EXPECT_FALSE(b);
@@ -205,8 +206,8 @@ TEST_F(ScCacheDir, CompileErrorIsReportedOnceAndNotCached) {
   if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   const std::string broken = small_source() + "\nthis is not C++;\n";
   ::testing::internal::CaptureStderr();
-  const ScCubin a = compile_cubin(broken, kArch);
-  const ScCubin b = compile_cubin(broken, kArch);
+  const Cubin a = compile_cubin(broken, kArch, kScJit);
+  const Cubin b = compile_cubin(broken, kArch, kScJit);
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(a);
   EXPECT_FALSE(b);
@@ -218,7 +219,7 @@ TEST_F(ScCacheDir, CompileErrorIsReportedOnceAndNotCached) {
 
 TEST_F(ScCacheDir, UnknownArchitectureFailsCleanly) {
   if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
-  const ScCubin c = compile_cubin(small_source(), "sm_1");
+  const Cubin c = compile_cubin(small_source(), "sm_1", kScJit);
   EXPECT_FALSE(c);
   EXPECT_FALSE(c.error.empty());
 }

@@ -111,13 +111,5 @@ TEST(ScGpuChoice, WithoutGpuTheErrorSaysWhy) {
             std::string::npos);
 }
 
-TEST(ScExecutorKind, ParsesTheThreeNames) {
-  EXPECT_EQ(parse_sc_executor_kind("auto"), ScExecutorKind::Auto);
-  EXPECT_EQ(parse_sc_executor_kind("specialized"), ScExecutorKind::Specialized);
-  EXPECT_EQ(parse_sc_executor_kind("generic"), ScExecutorKind::Generic);
-  EXPECT_NE(testing::error_of([] { parse_sc_executor_kind("fast"); }).find("auto, specialized or generic"),
-            std::string::npos);
-}
-
 }  // namespace
 }  // namespace flashmace

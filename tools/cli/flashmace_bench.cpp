@@ -18,9 +18,9 @@
 #include "core/lattice.h"
 #include "core/model_file.h"
 #include "core/xyz.h"
-#include "model/device.h"
 #include "engine/host_evaluation.h"
-#include "model/stage_timer.h"
+#include "engine/measure.h"
+#include "engine_flags.h"
 
 namespace {
 
@@ -32,30 +32,18 @@ const char* kUsage =
     "  --lattice fcc|bcc  --a A  --cells N | --atoms N   --elements Cu,Ni  --perturb 0.05  --seed S\n"
     "  --xyz FILE | --data FILE --types Cu,Ni            (extended XYZ / LAMMPS atomic data)\n"
     "options:\n"
-    "  --path fast|reference   the evaluation path (default fast)\n"
-    "  --edge-chunk N  --atom-chunk N   fast path: force chunk sizes (default: the memory planner's)\n"
-    "  --memory GB         fast path: working-memory budget (default: 1 GiB on CPU, half the free GPU memory)\n"
-    "  --sc auto|specialized|generic   fast path: symmetric-contraction executor (default auto)\n"
-    "  --tf32                          fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores\n"
-    "  --no-reassociate                fast path: the first interaction per edge, not per sender species\n"
-    "  --radial-pairs auto|on|off      fast path: one radial MLP per pair of reverse edges (default auto)\n"
-    "  --cuda-graph on|off             fast path on CUDA: replay steps that fit one chunk as CUDA graphs (on)\n"
-    "  --side-stream on|off            fast path on CUDA: later layers' radial MLPs on a second stream (on)\n"
-    "  --dtype float32|float64  --device cpu|cuda  --warmup N (2)  --steps N (5)\n"
+    "  --warmup N (2)  --steps N (5)\n"
     "  --no-breakdown      skip the per-stage breakdown (it costs extra synchronised steps)\n"
     "  --sweep             grow the lattice (cells N, N+1, ...) until a step fails; report the largest\n"
     "  --max-cells N       upper bound for --sweep (default 64)\n"
     "  --json FILE         also write the results as JSON\n";
 
 struct Options {
-  std::string model, path = "fast", sc = "auto", dtype, device = "cpu", lattice = "fcc", xyz, data, json;
-  bool tf32 = false, reassociate = true;
-  std::string radial_pairs = "auto", cuda_graph = "on", side_stream = "on";
+  flashmace::EngineOptions engine;
+  std::string model, lattice = "fcc", xyz, data, json;
   std::vector<std::string> elements, types;
   double a = 3.61, perturb = 0.05;
   int cells = 6, atoms = 0, warmup = 2, steps = 5, max_cells = 64;
-  int64_t edge_chunk = 0, atom_chunk = 0;
-  double memory_gb = 0;
   unsigned seed = 1;
   bool breakdown = true, sweep = false;
 };
@@ -88,30 +76,8 @@ Options parse(int argc, char** argv) {
     };
     if (a == "--model")
       o.model = value();
-    else if (a == "--path")
-      o.path = value();
-    else if (a == "--dtype")
-      o.dtype = value();
-    else if (a == "--edge-chunk")
-      o.edge_chunk = std::stoll(value());
-    else if (a == "--atom-chunk")
-      o.atom_chunk = std::stoll(value());
-    else if (a == "--memory")
-      o.memory_gb = std::stod(value());
-    else if (a == "--sc")
-      o.sc = value();
-    else if (a == "--tf32")
-      o.tf32 = true;
-    else if (a == "--no-reassociate")
-      o.reassociate = false;
-    else if (a == "--radial-pairs")
-      o.radial_pairs = value();
-    else if (a == "--cuda-graph")
-      o.cuda_graph = value();
-    else if (a == "--side-stream")
-      o.side_stream = value();
-    else if (a == "--device")
-      o.device = value();
+    else if (flashmace::set_cli_engine_option(o.engine, argc, argv, &i))
+      continue;
     else if (a == "--lattice")
       o.lattice = value();
     else if (a == "--a")
@@ -146,6 +112,7 @@ Options parse(int argc, char** argv) {
       o.json = value();
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(flashmace::kEngineFlagsUsage, stdout);
       std::exit(0);
     } else
       throw Error("unknown argument '" + a + "'");
@@ -188,32 +155,32 @@ Measurement measure(flashmace::Evaluator& model, const flashmace::Structure& s, 
   // The first step also plans, builds the edge topology and captures the CUDA graph (setup cost of
   // a new atom or edge count).
   for (int i = 0; i < o.warmup; ++i) {
-    flashmace::StageTimer t([&] { flashmace::synchronize_device(o.device); });
+    flashmace::StageTimer t([&] { flashmace::synchronize_device(o.engine.device); });
     t.start();
     resident.evaluate(model);
     t.lap("step");
     if (i == 0) m.first_step_ms = 1e3 * t.seconds().at("step");
   }
-  flashmace::synchronize_device(o.device);
-  flashmace::reset_peak_memory(o.device);
+  flashmace::synchronize_device(o.engine.device);
+  flashmace::reset_peak_memory(o.engine.device);
   std::vector<double> times;
   for (int i = 0; i < o.steps; ++i) {
-    flashmace::StageTimer t([&] { flashmace::synchronize_device(o.device); });
+    flashmace::StageTimer t([&] { flashmace::synchronize_device(o.engine.device); });
     t.start();
     resident.evaluate(model);
     t.lap("step");
     times.push_back(t.seconds().at("step"));
   }
   m.ms_per_step = 1e3 * median(times);
-  m.peak_bytes = flashmace::peak_memory_bytes(o.device);
+  m.peak_bytes = flashmace::peak_memory_bytes(o.engine.device);
   m.energy = resident.energy();
 
   // A new neighbour list of the same atoms (its edges in reverse order: another topology of the
   // same size), as at an MD step that rebuilds the list.
   {
     flashmace::ResidentGraph rebuilt(model, s, flashmace::reversed_edges(graph));
-    flashmace::synchronize_device(o.device);
-    flashmace::StageTimer t([&] { flashmace::synchronize_device(o.device); });
+    flashmace::synchronize_device(o.engine.device);
+    flashmace::StageTimer t([&] { flashmace::synchronize_device(o.engine.device); });
     t.start();
     rebuilt.evaluate(model);
     t.lap("step");
@@ -221,7 +188,7 @@ Measurement measure(flashmace::Evaluator& model, const flashmace::Structure& s, 
   }
 
   if (o.breakdown) {
-    flashmace::StageTimer stages([&] { flashmace::synchronize_device(o.device); });
+    flashmace::StageTimer stages([&] { flashmace::synchronize_device(o.engine.device); });
     model.set_stage_timer(&stages);
     for (int i = 0; i < o.steps; ++i) resident.evaluate(model);
     model.set_stage_timer(nullptr);
@@ -238,10 +205,11 @@ flashmace::Structure structure_for(const Options& o, const flashmace::MaceConfig
   return flashmace::make_cubic_lattice(o.lattice, o.a, cells, z, o.perturb, o.seed);
 }
 
-void print(const Measurement& m, const Options& o, const std::string& hardware) {
+void print(const Measurement& m, const flashmace::Evaluator& model, const std::string& hardware) {
   std::printf("%-10s %-8s %-7s %8s %10s %10s %12s %12s\n", "path", "dtype", "device", "atoms", "edges", "ms/step",
               "atom-steps/s", "peak MiB");
-  std::printf("%-10s %-8s %-7s %8d %10d %10.2f %12.4g %12.1f\n", o.path.c_str(), o.dtype.c_str(), o.device.c_str(),
+  std::printf("%-10s %-8s %-7s %8d %10d %10.2f %12.4g %12.1f\n", model.path().c_str(), model.dtype().c_str(),
+              model.device().c_str(),
               m.atoms, m.edges, m.ms_per_step, m.atoms / (m.ms_per_step * 1e-3), m.peak_bytes / 1048576.0);
   std::printf("hardware: %s; neighbour list (host, not in ms/step): %.2f ms; first step (with setup): %.2f ms\n",
               hardware.c_str(), m.neighbor_ms, m.first_step_ms);
@@ -291,25 +259,12 @@ int main(int argc, char** argv) {
       return std::chrono::duration<double>(clock::now() - t0).count();
     };
     const auto t_init = clock::now();
-    flashmace::synchronize_device(flashmace::canonical_device(o.device));
+    flashmace::synchronize_device(flashmace::canonical_device(o.engine.device));
     const double init_s = seconds_since(t_init);
     const auto t_load = clock::now();
     const flashmace::ModelFile file = flashmace::ModelFile::load(o.model);
     const double file_s = seconds_since(t_load);
-    if (o.dtype.empty()) o.dtype = file.config().dtype;
-    flashmace::EvaluatorOptions eo;
-    eo.path = o.path;
-    eo.dtype = o.dtype;
-    eo.device = o.device;
-    eo.edge_chunk = o.edge_chunk;
-    eo.atom_chunk = o.atom_chunk;
-    eo.memory_bytes = o.memory_gb * 1e9;
-    eo.sc = o.sc;
-    eo.tf32 = o.tf32;
-    eo.reassociate = o.reassociate;
-    eo.radial_pairs = o.radial_pairs;
-    eo.cuda_graph = o.cuda_graph;
-    eo.side_stream = o.side_stream;
+    flashmace::EngineOptions eo = o.engine;
     eo.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
     const auto t_make = clock::now();
     const std::unique_ptr<flashmace::Evaluator> evaluator = flashmace::make_evaluator(file, eo);
@@ -317,16 +272,16 @@ int main(int argc, char** argv) {
     std::printf("model load: %.3f s (file %.3f s, evaluator with its kernels %.3f s); device initialisation %.3f s\n",
                 file_s + make_s, file_s, make_s, init_s);
     flashmace::Evaluator& model = *evaluator;
-    const std::string hardware = flashmace::device_name(o.device);
+    const std::string hardware = flashmace::device_name(o.engine.device);
     if (!model.sc_executor().empty()) std::printf("symmetric contraction: %s\n", model.sc_executor().c_str());
     if (!model.tp_executor().empty()) std::printf("conv tensor product: %s\n", model.tp_executor().c_str());
-    nlohmann::json out = {{"model", o.model},     {"path", o.path},     {"dtype", o.dtype}, {"device", o.device},
+    nlohmann::json out = {{"model", o.model},     {"path", model.path()}, {"dtype", model.dtype()}, {"device", o.engine.device},
                           {"hardware", hardware}, {"warmup", o.warmup}, {"steps", o.steps},
                           {"sc_executor", model.sc_executor()}, {"tp_executor", model.tp_executor()},
                           {"model_load_s", file_s + make_s},      {"device_init_s", init_s}};
     if (!o.sweep) {
       const Measurement m = measure(model, structure_for(o, file.config(), o.cells), o);
-      print(m, o, hardware);
+      print(m, model, hardware);
       out["result"] = to_json(m);
     } else {
       if (!o.xyz.empty() || !o.data.empty()) throw Error("--sweep grows a lattice; it cannot use --xyz or --data");

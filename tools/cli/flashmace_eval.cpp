@@ -10,68 +10,57 @@
 #include "core/model_file.h"
 #include "core/xyz.h"
 #include "engine/host_evaluation.h"
+#include "engine_flags.h"
 
 namespace {
 
 const char* kUsage =
-    "usage: flashmace-eval --model FILE --xyz FILE [--dtype float32|float64] [--device cpu|cuda]\n"
-    "                      [--path fast|reference] [--edge-chunk N] [--atom-chunk N] [--memory GB]\n"
-    "                      [--sc auto|specialized|generic] [--tf32] [--radial-pairs auto|on|off]\n"
-    "                      [--cuda-graph on|off] [--side-stream on|off]\n"
+    "usage: flashmace-eval --model FILE --xyz FILE [engine options]\n"
     "Evaluates the model on the structure (default: the fast path) and prints JSON with energy (eV),\n"
-    "node_energy [N], forces [N][3] (eV/A) and stress [3][3] (eV/A^3, MACE's sign convention).\n"
-    "--edge-chunk/--atom-chunk force the fast path's chunk sizes, --memory its budget.\n";
+    "node_energy [N], forces [N][3] (eV/A) and stress [3][3] (eV/A^3, MACE's sign convention).\n";
+
+void usage(FILE* to) {
+  std::fputs(kUsage, to);
+  std::fputs(flashmace::kEngineFlagsUsage, to);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model_path, xyz_path;
-  flashmace::EvaluatorOptions options;
+  flashmace::EngineOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* name) -> std::string {
       if (i + 1 >= argc) {
-        std::fprintf(stderr, "flashmace-eval: %s needs a value\n%s", name, kUsage);
+        std::fprintf(stderr, "flashmace-eval: %s needs a value\n", name);
+        usage(stderr);
         std::exit(2);
       }
       return argv[++i];
     };
+    try {
+      if (flashmace::set_cli_engine_option(options, argc, argv, &i)) continue;
+    } catch (const flashmace::Error& e) {
+      std::fprintf(stderr, "flashmace-eval: ERROR: %s\n", e.what());
+      return 1;
+    }
     if (a == "--model")
       model_path = value("--model");
     else if (a == "--xyz")
       xyz_path = value("--xyz");
-    else if (a == "--dtype")
-      options.dtype = value("--dtype");
-    else if (a == "--device")
-      options.device = value("--device");
-    else if (a == "--path")
-      options.path = value("--path");
-    else if (a == "--edge-chunk")
-      options.edge_chunk = std::stoll(value("--edge-chunk"));
-    else if (a == "--atom-chunk")
-      options.atom_chunk = std::stoll(value("--atom-chunk"));
-    else if (a == "--memory")
-      options.memory_bytes = std::stod(value("--memory")) * 1e9;
-    else if (a == "--sc")
-      options.sc = value("--sc");
-    else if (a == "--tf32")
-      options.tf32 = true;
-    else if (a == "--radial-pairs")
-      options.radial_pairs = value("--radial-pairs");
-    else if (a == "--cuda-graph")
-      options.cuda_graph = value("--cuda-graph");
-    else if (a == "--side-stream")
-      options.side_stream = value("--side-stream");
     else if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
+      usage(stdout);
       return 0;
     } else {
-      std::fprintf(stderr, "flashmace-eval: unknown argument '%s'\n%s", a.c_str(), kUsage);
+      std::fprintf(stderr, "flashmace-eval: unknown argument '%s'\n", a.c_str());
+      usage(stderr);
       return 2;
     }
   }
   if (model_path.empty() || xyz_path.empty()) {
-    std::fprintf(stderr, "flashmace-eval: --model and --xyz are required\n%s", kUsage);
+    std::fprintf(stderr, "flashmace-eval: --model and --xyz are required\n");
+    usage(stderr);
     return 2;
   }
   try {

@@ -1,0 +1,72 @@
+#pragma once
+// Every option of an evaluation, defined once: the pair styles, the command-line tools and the
+// tests fill one EngineOptions through one parser (set_engine_option: one spelling, one message per
+// mistake), make_evaluator validates it once, and the engine reads it as it is. Torch-free.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "sc/sc_executor_kind.h"
+
+namespace flashmace {
+
+enum class EvaluationPath { Fast, Reference };
+enum class Dtype { FromModel, Float64, Float32 };  // FromModel: the model file's own dtype
+enum class Choice { Auto, On, Off };
+
+struct EngineOptions {
+  EvaluationPath path = EvaluationPath::Fast;
+  Dtype dtype = Dtype::FromModel;
+  std::string device = "cpu";  // "cpu", "cuda" (LibTorch's current device) or "cuda:N"
+  // Fast path, all below.
+  int64_t edge_chunk = 0;     // edges per chunk; 0 = chosen by the memory planner
+  int64_t atom_chunk = 0;     // atoms per node-stage chunk; 0 = planner
+  double memory_bytes = 0;    // working-memory budget; 0 = default (default_memory_budget)
+  int device_sharers = 1;     // processes that share the device: they split its default budget
+  ScExecutorKind sc = ScExecutorKind::Auto;  // symmetric-contraction executor
+  bool tf32 = false;          // float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores
+  bool reassociate = true;    // the first interaction per sender species (ops/first_layer.h)
+  // One radial-MLP evaluation per pair of reverse edges (ops/radial_pairs.h). Auto: on the CPU and
+  // in CUDA-graph steps; in eager GPU steps for chunks of at least kMinPairedChunkEdges, below which
+  // the pairing's launches cost more than the halved MLP saves.
+  Choice radial_pairs = Choice::Auto;
+  // On CUDA: capture a step of one edge chunk and one atom chunk (without a stage timer) in a CUDA
+  // graph and replay it while the graph stays in its padded bucket (step/step_graph.h).
+  bool cuda_graph = true;
+  // On CUDA: the radial MLPs of layers after the first on a second stream beside the other layers'
+  // work, in steps that keep their edge states (step/side_stream.h).
+  bool side_stream = true;
+  bool pad_to_bucket = false;  // pad edges and atoms as for CUDA graphs without one (tests the padding)
+  // Messages the engine prints (the memory plan, graph captures); default: none.
+  std::function<void(const std::string&)> log;
+};
+
+// A value the parser refuses; what() is "<key> <value>: <what the key accepts>", for the front end
+// to prefix ("Illegal pair_style mace/flash ", "flashmace-bench: ").
+class OptionError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Sets option `key` from text. Keys are the pair_style keywords (a command line's --edge-chunk is
+// key "edge_chunk"): those of engine_option_keys(). Returns false for any other key; throws
+// OptionError for a value the key does not accept.
+bool set_engine_option(EngineOptions& options, const std::string& key, const std::string& value);
+const std::vector<std::string>& engine_option_keys();
+
+// What each option means on its own is checked by set_engine_option; what only the combination or
+// the model decides (tf32 needs float32 on CUDA, sc specialized needs CUDA) throws from
+// make_evaluator, naming the fix.
+void validate(const EngineOptions& options, const std::string& model_dtype);
+
+// The dtype an evaluation runs in: "float64" or "float32" (the model's when FromModel).
+std::string resolved_dtype(const EngineOptions& options, const std::string& model_dtype);
+const char* to_string(EvaluationPath path);
+
+// The default working-memory budget: 1 GiB on the CPU; on a GPU half of the free device memory when
+// the evaluator is made, divided among the processes that share the device.
+double default_memory_budget(const std::string& device, int sharers = 1);
+
+}  // namespace flashmace

@@ -1,0 +1,293 @@
+// Generates the specialised conv TP kernels (conv_tp_codegen.h). Register names:
+//   xB_m   x[xindex[e], x_offset(B) + u*d1 + m] of input block B (blocks numbered by first use)
+//   yK     Y[e, K]
+//   aP_m   forward accumulator of path P, output component m (double, summed over the row's edges)
+//   bP_m   its partial sum (T) over one block of edges
+//   gP_m   dagg[row, mid_offset(P) + u*d3 + m] (backward, loaded once per row)
+//   dxB_m, pyK  one edge's x- and Y-gradients of this channel
+// Every Wigner-3j entry c (alpha folded in) of path P contributes
+//   forward: aP_m3 += r_P * c x_m1 y_m2
+//   backward (cg = c gP_m3): dR_P += cg x_m1 y_m2;  dx_m1 += r_P cg y_m2;  py_m2 += r_P cg x_m1
+// and the warp then sums py over its 32 channels by recursive halving (reduce-scatter: P/2 + P/4 +
+// ... + 1 shuffles for P padded components, instead of 5 per component).
+#include "engine/kernels/conv_tp_codegen.h"
+
+#include <map>
+#include <sstream>
+
+#include "sc/sc_codegen.h"
+
+namespace flashmace {
+
+namespace {
+
+constexpr int kMaxMidPerChannel = 64;  // sum of d3 over paths: the backward keeps them in registers
+constexpr int kForwardEdgeBlock = 8;   // edges per float partial sum of the forward kernel
+
+int next_power_of_two(int n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+// Input blocks by x_offset, numbered in order of first use.
+std::map<int, int> input_blocks(const ConvTPDescriptor& d) {
+  std::map<int, int> blocks;
+  for (const ConvTPPathDescriptor& p : d.paths) blocks.emplace(p.x_offset, static_cast<int>(blocks.size()));
+  return blocks;
+}
+
+std::string xname(const std::map<int, int>& blocks, const ConvTPPathDescriptor& p, int m1, const char* prefix = "x") {
+  return prefix + std::to_string(blocks.at(p.x_offset)) + "_" + std::to_string(m1);
+}
+std::string yname(const ConvTPPathDescriptor& p, int m2, const char* prefix = "y") {
+  return prefix + std::to_string(p.y_offset + m2);
+}
+std::string pname(const char* prefix, std::size_t path, int m) {
+  return prefix + std::to_string(path) + "_" + std::to_string(m);
+}
+
+// The edge loop's loads: this channel's x values of every block, the used Y components, R's row.
+void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
+  s << "    const T* __restrict__ xr = x + xindex[e] * " << d.dim_in1 << "LL;\n"
+    << "    const T* __restrict__ ye = Y + e * " << d.dim_sh << "LL;\n"
+    << "    const T* __restrict__ re = R + (rindex ? rindex[e] : e) * " << d.weight_numel << "LL + u;\n";
+  std::map<int, int> block_dim;
+  for (const ConvTPPathDescriptor& p : d.paths) block_dim[p.x_offset] = p.d1;
+  for (const auto& [offset, d1] : block_dim)
+    for (int m = 0; m < d1; ++m)
+      s << "    const T x" << blocks.at(offset) << "_" << m << " = xr[" << offset << " + u * " << d1 << " + " << m
+        << "];\n";
+  std::vector<bool> used(d.dim_sh, false);
+  for (const ConvTPPathDescriptor& p : d.paths)
+    for (int m = 0; m < p.d2; ++m) used[p.y_offset + m] = true;
+  for (int k = 0; k < d.dim_sh; ++k)
+    if (used[k]) s << "    const T y" << k << " = ye[" << k << "];\n";
+}
+
+void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
+  // A row's sum runs over all its edges, so it accumulates in double for both dtypes (mace_spec.md's
+  // float32 runs keep long sums in float64): each product is formed in T, summed in T over blocks of
+  // kForwardEdgeBlock edges (bP_m), and each block's partial sum added in double (aP_m). Converting
+  // every term to double would cost one float->double conversion per term, a pipe 8x narrower than
+  // the FMAs on sm_90: it made the float32 kernel conversion-bound.
+  // With splits > 1 (few rows: more threads in flight), `splits` threads share a row's channel,
+  // each summing one contiguous part of its edges into part[split] (double); tp_forward_join adds
+  // the parts in split order (deterministic). With one split the row's sum goes straight to agg.
+  s << "template <typename T>\n__device__ __forceinline__ void tp_forward(const T* __restrict__ x, "
+       "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
+       "const long long* __restrict__ rindex, const long long* __restrict__ row_ptr, T* __restrict__ agg, "
+       "double* __restrict__ part, long long nrows, int splits) {\n";
+  s << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  if (tid >= nrows * splits * " << d.max_mul << "LL) return;\n"
+    << "  const long long row = tid / (" << d.max_mul << "LL * splits);\n"
+    << "  const int split = (int)((tid / " << d.max_mul << ") % splits);\n"
+    << "  const int u = (int)(tid % " << d.max_mul << ");\n";
+  for (std::size_t P = 0; P < d.paths.size(); ++P)
+    for (int m = 0; m < d.paths[P].d3; ++m) s << "  double " << pname("a", P, m) << " = 0.0;\n";
+  s << "  const long long b0 = row_ptr[row], n = row_ptr[row + 1] - b0;\n"
+    << "  const long long e1 = b0 + n * (split + 1) / splits;\n"
+    << "  for (long long e = b0 + n * split / splits; e < e1;) {\n"
+    << "    const long long eb = e + " << kForwardEdgeBlock << " < e1 ? e + " << kForwardEdgeBlock << " : e1;\n";
+  for (std::size_t P = 0; P < d.paths.size(); ++P)
+    for (int m = 0; m < d.paths[P].d3; ++m) s << "    T " << pname("b", P, m) << " = T(0);\n";
+  s << "    for (; e < eb; ++e) {\n";
+  std::ostringstream body;
+  emit_edge_loads(body, d, blocks);
+  for (std::size_t P = 0; P < d.paths.size(); ++P) {
+    const ConvTPPathDescriptor& p = d.paths[P];
+    body << "    {\n      const T r = re[" << p.w_offset << "];\n";
+    for (int m3 = 0; m3 < p.d3; ++m3) {
+      std::string sum;
+      for (int i = p.entry_begin; i < p.entry_end; ++i) {
+        const ConvTPW3jEntry& en = d.entries[i];
+        if (en.m3 != m3) continue;
+        sum += (sum.empty() ? "" : " + ") + cuda_literal(p.alpha * en.c) + " * " + xname(blocks, p, en.m1) + " * " +
+               yname(p, en.m2);
+      }
+      if (!sum.empty()) body << "      " << pname("b", P, m3) << " += r * (" << sum << ");\n";
+    }
+    body << "    }\n";
+  }
+  // The edge loop's body, indented one level deeper.
+  std::istringstream lines(body.str());
+  for (std::string line; std::getline(lines, line);) s << "  " << line << "\n";
+  s << "    }\n";
+  for (std::size_t P = 0; P < d.paths.size(); ++P)
+    for (int m = 0; m < d.paths[P].d3; ++m)
+      s << "    " << pname("a", P, m) << " += (double)" << pname("b", P, m) << ";\n";
+  s << "  }\n"
+    << "  if (splits == 1) {\n"
+    << "    T* __restrict__ o = agg + row * " << d.dim_mid << "LL;\n";
+  for (std::size_t P = 0; P < d.paths.size(); ++P) {
+    const ConvTPPathDescriptor& p = d.paths[P];
+    for (int m = 0; m < p.d3; ++m)
+      s << "    o[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "] = (T)" << pname("a", P, m) << ";\n";
+  }
+  s << "  } else {\n"
+    << "    double* __restrict__ o = part + (split * nrows + row) * " << d.dim_mid << "LL;\n";
+  for (std::size_t P = 0; P < d.paths.size(); ++P) {
+    const ConvTPPathDescriptor& p = d.paths[P];
+    for (int m = 0; m < p.d3; ++m)
+      s << "    o[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "] = " << pname("a", P, m) << ";\n";
+  }
+  s << "  }\n}\n\n";
+  s << "template <typename T>\n__device__ __forceinline__ void tp_forward_join(const double* __restrict__ part, "
+       "T* __restrict__ agg, long long nrows, int splits) {\n"
+    << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  const long long n = nrows * " << d.dim_mid << "LL;\n"
+    << "  if (tid >= n) return;\n"
+    << "  double s = 0.0;\n"
+    << "  for (int k = 0; k < splits; ++k) s += part[k * n + tid];\n"
+    << "  agg[tid] = (T)s;\n}\n\n";
+}
+
+// Sums v0..v(P-1) over the warp's 32 lanes; afterwards lane l holds the sum of component l % P in v0.
+void emit_warp_reduce_scatter(std::ostringstream& s, int P, const std::string& indent) {
+  s << indent << "const int lane = threadIdx.x & 31;\n";
+  for (int half = P / 2; half >= 1; half /= 2) {
+    s << indent << "{\n" << indent << "  const bool up = (lane & " << half << ") != 0;\n";
+    for (int i = 0; i < half; ++i) {
+      const std::string lo = "py" + std::to_string(i), hi = "py" + std::to_string(i + half);
+      s << indent << "  { const T send = up ? " << lo << " : " << hi << "; const T keep = up ? " << hi << " : " << lo
+        << "; " << lo << " = keep + __shfl_xor_sync(0xffffffffu, send, " << half << "); }\n";
+    }
+    s << indent << "}\n";
+  }
+  for (int offset = P; offset < 32; offset *= 2)
+    s << indent << "py0 += __shfl_xor_sync(0xffffffffu, py0, " << offset << ");\n";
+}
+
+void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
+  const int P = conv_tp_dy_padded(d), parts = conv_tp_dy_parts(d);
+  // ByRow (a compile-time switch, so that the per-edge kernel keeps its plain stores): dR added
+  // into the edge's radial row (conv_tp_kernels.h).
+  s << "template <typename T, bool ByRow>\n__device__ __forceinline__ void tp_backward(const T* __restrict__ x, "
+       "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
+       "const long long* __restrict__ rindex, const long long* __restrict__ row_ptr, const T* __restrict__ dagg, "
+       "T* __restrict__ dR, "
+       "T* __restrict__ dYp, T* __restrict__ dxe, long long nrows, int splits) {\n";
+  // Each edge's outputs are its own (no sum over edges), so `splits` warps share a row's edges.
+  s << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  if (tid >= nrows * splits * " << d.max_mul << "LL) return;\n"
+    << "  const long long row = tid / (" << d.max_mul << "LL * splits);\n"
+    << "  const int split = (int)((tid / " << d.max_mul << ") % splits);\n"
+    << "  const int u = (int)(tid % " << d.max_mul << ");\n";
+  s << "  const T* __restrict__ gr = dagg + row * " << d.dim_mid << "LL;\n";
+  for (std::size_t Q = 0; Q < d.paths.size(); ++Q) {
+    const ConvTPPathDescriptor& p = d.paths[Q];
+    for (int m = 0; m < p.d3; ++m)
+      s << "  const T " << pname("g", Q, m) << " = gr[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "];\n";
+  }
+  s << "  const long long e1 = row_ptr[row + 1];\n"
+    << "  for (long long e = row_ptr[row] + split; e < e1; e += splits) {\n";
+  emit_edge_loads(s, d, blocks);
+  std::map<int, int> block_dim;
+  for (const ConvTPPathDescriptor& p : d.paths) block_dim[p.x_offset] = p.d1;
+  for (const auto& [offset, d1] : block_dim)
+    for (int m = 0; m < d1; ++m) s << "    T dx" << blocks.at(offset) << "_" << m << " = T(0);\n";
+  for (int k = 0; k < P; ++k) s << "    T py" << k << " = T(0);\n";
+  // (per pair of reverse edges, their gradients summed into the shared row: conv_tp_kernels.h)
+  s << "    T* __restrict__ dRe = dR + (ByRow ? rindex[e] : e) * " << d.weight_numel << "LL + u;\n";
+  for (std::size_t Q = 0; Q < d.paths.size(); ++Q) {
+    const ConvTPPathDescriptor& p = d.paths[Q];
+    s << "    {\n      const T r = re[" << p.w_offset << "];\n      T dr = T(0);\n";
+    for (int i = p.entry_begin; i < p.entry_end; ++i) {
+      const ConvTPW3jEntry& en = d.entries[i];
+      const std::string xv = xname(blocks, p, en.m1), yv = yname(p, en.m2);
+      s << "      { const T cg = " << cuda_literal(p.alpha * en.c) << " * " << pname("g", Q, en.m3) << "; dr += cg * ("
+        << xv << " * " << yv << "); const T rcg = r * cg; " << xname(blocks, p, en.m1, "dx") << " += rcg * " << yv
+        << "; " << yname(p, en.m2, "py") << " += rcg * " << xv << "; }\n";
+    }
+    s << "      if (ByRow) atomicAdd(dRe + " << p.w_offset << ", dr); else dRe[" << p.w_offset << "] = dr;\n    }\n";
+  }
+  s << "    if (dxe) {\n      T* __restrict__ dxr = dxe + e * " << d.dim_in1 << "LL;\n";
+  for (const auto& [offset, d1] : block_dim)
+    for (int m = 0; m < d1; ++m)
+      s << "      dxr[" << offset << " + u * " << d1 << " + " << m << "] = dx" << blocks.at(offset) << "_" << m
+        << ";\n";
+  s << "    }\n    {\n";
+  emit_warp_reduce_scatter(s, P, "      ");
+  s << "      if (lane < " << P << ") dYp[(e * " << parts << "LL + (u >> 5)) * " << P << "LL + lane] = py0;\n"
+    << "    }\n  }\n}\n\n";
+}
+
+void emit_reductions(std::ostringstream& s, const ConvTPDescriptor& d) {
+  const int P = conv_tp_dy_padded(d), parts = conv_tp_dy_parts(d);
+  s << "template <typename T>\n__device__ __forceinline__ void tp_dy_reduce(const T* __restrict__ dYp, "
+       "T* __restrict__ dY, long long E) {\n"
+    << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  if (tid >= E * " << d.dim_sh << "LL) return;\n"
+    << "  const long long e = tid / " << d.dim_sh << ";\n"
+    << "  const int m = (int)(tid % " << d.dim_sh << ");\n"
+    << "  T s = T(0);\n"
+    << "  for (int w = 0; w < " << parts << "; ++w) s += dYp[(e * " << parts << "LL + w) * " << P << "LL + m];\n"
+    << "  dY[tid] = s;\n}\n\n";
+  s << "template <typename T>\n__device__ __forceinline__ void tp_dx_gather(const T* __restrict__ dxe, "
+       "const long long* __restrict__ x_perm, const long long* __restrict__ x_ptr, T* __restrict__ dx, "
+       "long long num_x) {\n"
+    << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  if (tid >= num_x * " << d.dim_in1 << "LL) return;\n"
+    << "  const long long xr = tid / " << d.dim_in1 << ";\n"
+    << "  const int col = (int)(tid % " << d.dim_in1 << ");\n"
+    << "  double s = 0.0;\n"
+    << "  for (long long j = x_ptr[xr]; j < x_ptr[xr + 1]; ++j) s += (double)dxe[x_perm[j] * " << d.dim_in1
+    << "LL + col];\n"
+    << "  dx[tid] += (T)s;\n}\n\n";
+}
+
+}  // namespace
+
+int conv_tp_dy_parts(const ConvTPDescriptor& d) { return d.max_mul / 32; }
+int conv_tp_dy_padded(const ConvTPDescriptor& d) { return next_power_of_two(d.dim_sh); }
+
+std::string conv_tp_specialization_unsupported(const ConvTPDescriptor& d) {
+  if (d.paths.empty()) return "the layer has no tensor-product paths";
+  int mid_per_channel = 0;
+  for (const ConvTPPathDescriptor& p : d.paths) {
+    if (p.mul != d.max_mul) return "paths of different multiplicities";
+    mid_per_channel += p.d3;
+  }
+  if (d.max_mul % 32 != 0) return "channel count " + std::to_string(d.max_mul) + " is not a multiple of 32";
+  if (d.dim_sh > 32) return "more than 32 spherical-harmonic components";
+  if (mid_per_channel > kMaxMidPerChannel)
+    return std::to_string(mid_per_channel) + " message components per channel (at most " +
+           std::to_string(kMaxMidPerChannel) + ")";
+  return "";
+}
+
+std::string generate_conv_tp_cuda_source(const ConvTPDescriptor& d) {
+  const std::map<int, int> blocks = input_blocks(d);
+  std::ostringstream s;
+  s << "// Generated by flashmace conv_tp_codegen.cpp: channelwise conv tensor product, " << d.paths.size()
+    << " paths, " << d.max_mul << " channels, in " << d.dim_in1 << " sh " << d.dim_sh << " mid " << d.dim_mid << "\n";
+  emit_forward(s, d, blocks);
+  emit_backward(s, d, blocks);
+  emit_reductions(s, d);
+  const int threads = kConvTPSpecializedThreads;
+  for (const char* t : {"float", "double"}) {
+    const std::string f = std::string(t) == "float" ? "f32" : "f64", T(t);
+    s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_forward_" << f << "(const " << T
+      << "* x, const long long* xindex, const " << T << "* Y, const " << T
+      << "* R, const long long* rindex, const long long* row_ptr, " << T
+      << "* agg, double* part, long long nrows, int splits) { tp_forward<" << T
+      << ">(x, xindex, Y, R, rindex, row_ptr, agg, part, nrows, splits); }\n";
+    s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_forward_join_" << f
+      << "(const double* part, " << T << "* agg, long long nrows, int splits) { tp_forward_join<" << T
+      << ">(part, agg, nrows, splits); }\n";
+    for (const char* rows : {"", "_rows"})
+      s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_backward" << rows << "_" << f
+        << "(const " << T << "* x, const long long* xindex, const " << T << "* Y, const " << T
+        << "* R, const long long* rindex, const long long* row_ptr, const " << T << "* dagg, " << T << "* dR, " << T
+        << "* dYp, " << T << "* dxe, long long nrows, int splits) { tp_backward<" << T << ", "
+        << (*rows ? "true" : "false") << ">(x, xindex, Y, R, rindex, row_ptr, dagg, dR, dYp, dxe, nrows, splits); }\n";
+    s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dy_reduce_" << f << "(const " << T
+      << "* dYp, " << T << "* dY, long long E) { tp_dy_reduce<" << T << ">(dYp, dY, E); }\n";
+    s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dx_gather_" << f << "(const " << T
+      << "* dxe, const long long* x_perm, const long long* x_ptr, " << T << "* dx, long long num_x) { tp_dx_gather<"
+      << T << ">(dxe, x_perm, x_ptr, dx, num_x); }\n";
+  }
+  return s.str();
+}
+
+}  // namespace flashmace

@@ -1,0 +1,102 @@
+#pragma once
+// The per-edge arithmetic of the fused geometry kernels (edge_geometry_kernels.h), shared by the CPU
+// loop and the CUDA kernels: the same formulas as edge_terms.cpp's ATen code, every intermediate in
+// registers or thread-local arrays.
+#include <cmath>
+
+#include "engine/kernels/edge_geometry_kernels.h"
+
+#if defined(__CUDACC__)
+#define FLASHMACE_GEOMETRY_HD __host__ __device__ __forceinline__
+#else
+#define FLASHMACE_GEOMETRY_HD inline
+#endif
+
+namespace flashmace {
+
+constexpr int kGeometryMaxSh = (kGeometryMaxLmax + 1) * (kGeometryMaxLmax + 1);
+
+// Length, unit vector (length clamped at 1e-12 as in edge_terms.cpp) and harmonics of one edge.
+template <typename T>
+FLASHMACE_GEOMETRY_HD T geometry_harmonics(const GeometryTables<T>& t, const T* v, T u[3], T* y) {
+  using std::sqrt;
+  const T r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+  const T rc = r > T(1e-12) ? r : T(1e-12);
+  for (int j = 0; j < 3; ++j) u[j] = v[j] / rc;
+  y[0] = 1;
+  if (t.lmax >= 1)
+    for (int j = 0; j < 3; ++j) y[1 + j] = T(1.7320508075688772) * u[j];
+  for (int k = 4; k < t.dim_sh; ++k) y[k] = 0;
+  for (int i = 0; i < t.num_terms; ++i) {
+    const GeometryShTerm s = t.terms[i];
+    y[s.b] += t.coeff[i] * y[s.a] * u[s.j];
+  }
+  return r;
+}
+
+// Polynomial envelope and its r-derivative (zero beyond r_max).
+template <typename T>
+FLASHMACE_GEOMETRY_HD void geometry_envelope(const GeometryTables<T>& t, T r, T* value, T* slope) {
+  const T rm = static_cast<T>(t.r_max), p = static_cast<T>(t.p);
+  const T c1 = (p + 1) * (p + 2) / 2, c2 = p * (p + 2), c3 = p * (p + 1) / 2;
+  const T x = r / rm;
+  T xp1 = 1;
+  for (int k = 0; k < t.p - 1; ++k) xp1 *= x;
+  const T xp = xp1 * x;
+  const bool inside = r < rm;
+  *value = inside ? T(1) - c1 * xp + c2 * xp * x - c3 * xp * x * x : T(0);
+  *slope = inside ? (-c1 * p * xp1 + c2 * (p + 1) * xp - c3 * (p + 2) * xp * x) / rm : T(0);
+}
+
+// Y [dim_sh] and ef [n_basis] of the edge with vector v.
+template <typename T>
+FLASHMACE_GEOMETRY_HD void geometry_forward_edge(const GeometryTables<T>& t, const T* v, T* Y, T* ef) {
+  using std::sin;
+  T u[3], y[kGeometryMaxSh];
+  const T r = geometry_harmonics(t, v, u, y);
+  for (int k = 0; k < t.dim_sh; ++k) Y[k] = y[k];
+  T env, denv;
+  geometry_envelope(t, r, &env, &denv);
+  const T pre = static_cast<T>(t.prefactor);
+  for (int k = 0; k < t.n_basis; ++k) ef[k] = pre * sin(t.bessel[k] * r) / r * env;
+}
+
+// dv [3] = dE/dv from dY [dim_sh] and def [n_basis] (either may be null).
+template <typename T>
+FLASHMACE_GEOMETRY_HD void geometry_backward_edge(const GeometryTables<T>& t, const T* v, const T* dY, const T* def,
+                                                  T* dv) {
+  using std::cos;
+  using std::sin;
+  T u[3], y[kGeometryMaxSh];
+  const T r = geometry_harmonics(t, v, u, y);
+  T gu[3] = {0, 0, 0};
+  if (dY) {
+    T gy[kGeometryMaxSh];
+    for (int k = 0; k < t.dim_sh; ++k) gy[k] = dY[k];
+    // Y_l = C_l(Y_{l-1}, u) from the top down: the terms in reverse.
+    for (int i = t.num_terms - 1; i >= 0; --i) {
+      const GeometryShTerm s = t.terms[i];
+      const T c = t.coeff[i] * gy[s.b];
+      gy[s.a] += c * u[s.j];
+      gu[s.j] += c * y[s.a];
+    }
+    if (t.lmax >= 1)
+      for (int j = 0; j < 3; ++j) gu[j] += T(1.7320508075688772) * gy[1 + j];
+  }
+  const T rc = r > T(1e-12) ? r : T(1e-12);
+  const T ug = u[0] * gu[0] + u[1] * gu[1] + u[2] * gu[2];
+  T gr = 0;  // dE/dr through the radial features
+  if (def) {
+    T env, denv;
+    geometry_envelope(t, r, &env, &denv);
+    const T pre = static_cast<T>(t.prefactor);
+    for (int k = 0; k < t.n_basis; ++k) {
+      const T wx = t.bessel[k] * r, s = sin(wx);
+      const T basis = pre * s / r, dbasis = pre * (wx * cos(wx) - s) / (r * r);
+      gr += def[k] * (dbasis * env + basis * denv);
+    }
+  }
+  for (int j = 0; j < 3; ++j) dv[j] = (gu[j] - u[j] * ug) / rc + gr * u[j];
+}
+
+}  // namespace flashmace

@@ -1,0 +1,60 @@
+// Fused per-edge geometry on CUDA (edge_geometry_kernels.h): one thread per edge running
+// edge_geometry_core.h.
+#include <cuda_runtime.h>
+
+#include "engine/kernels/cuda_launch_check.h"
+#include "engine/kernels/edge_geometry_core.h"
+
+namespace flashmace {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+void check_launch(const char* kernel) { check_cuda_launch("edge geometry", kernel); }
+
+template <typename T>
+__global__ void forward_kernel(GeometryTables<T> t, const T* __restrict__ v, int64_t E, T* __restrict__ Y,
+                               T* __restrict__ ef) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e < E) geometry_forward_edge(t, v + 3 * e, Y + e * t.dim_sh, ef + e * t.n_basis);
+}
+
+template <typename T>
+__global__ void backward_kernel(GeometryTables<T> t, const T* __restrict__ v, int64_t E, const T* __restrict__ dY,
+                                const T* __restrict__ def, T* __restrict__ dv) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e < E)
+    geometry_backward_edge(t, v + 3 * e, dY ? dY + e * t.dim_sh : nullptr, def ? def + e * t.n_basis : nullptr,
+                           dv + 3 * e);
+}
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+template <typename T>
+void edge_geometry_forward_cuda(const GeometryTables<T>& t, const T* v, int64_t E, T* Y, T* ef, void* stream) {
+  if (E == 0) return;
+  forward_kernel<T><<<blocks_for(E), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(t, v, E, Y, ef);
+  check_launch("geometry forward");
+}
+
+template <typename T>
+void edge_geometry_backward_cuda(const GeometryTables<T>& t, const T* v, int64_t E, const T* dY, const T* def, T* dv,
+                                 void* stream) {
+  if (E == 0) return;
+  backward_kernel<T><<<blocks_for(E), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(t, v, E, dY, def, dv);
+  check_launch("geometry backward");
+}
+
+template void edge_geometry_forward_cuda<float>(const GeometryTables<float>&, const float*, int64_t, float*, float*,
+                                                void*);
+template void edge_geometry_forward_cuda<double>(const GeometryTables<double>&, const double*, int64_t, double*,
+                                                 double*, void*);
+template void edge_geometry_backward_cuda<float>(const GeometryTables<float>&, const float*, int64_t, const float*,
+                                                 const float*, float*, void*);
+template void edge_geometry_backward_cuda<double>(const GeometryTables<double>&, const double*, int64_t, const double*,
+                                                  const double*, double*, void*);
+
+}  // namespace flashmace

@@ -1,0 +1,96 @@
+#pragma once
+// The per-thread work of species_outer_kernels.h, shared by the CPU loops and the CUDA kernels.
+#include <type_traits>
+
+#include "engine/kernels/species_outer_kernels.h"
+
+#if defined(__CUDACC__)
+#define FLASHMACE_OUTER_HD __host__ __device__ __forceinline__
+#else
+#define FLASHMACE_OUTER_HD inline
+#endif
+
+namespace flashmace {
+
+#if defined(__CUDA_ARCH__)
+#define FLASHMACE_OUTER_UNROLL _Pragma("unroll")
+#else
+#define FLASHMACE_OUTER_UNROLL
+#endif
+
+// S[row, :, k, :] (zeroed by the caller) for one (row, k); a run of edges with the same slot is
+// summed in registers (J, the harmonic count, a compile-time constant) and added once.
+template <typename T, int J>
+FLASHMACE_OUTER_HD void species_outer_row(const SpeciesOuterArgs<T>& a, int64_t row, int k, T* S) {
+  double acc[J];
+  FLASHMACE_OUTER_UNROLL
+  for (int j = 0; j < J; ++j) acc[j] = 0;
+  int64_t current = -1;
+  for (int64_t e = a.row_ptr[row]; e <= a.row_ptr[row + 1]; ++e) {
+    const int64_t z = e < a.row_ptr[row + 1] ? a.slot[e] : -1;
+    if (z != current) {
+      if (current >= 0) {
+        T* s = S + ((row * a.Z + current) * a.H + k) * J;
+        FLASHMACE_OUTER_UNROLL
+        for (int j = 0; j < J; ++j) {
+          s[j] += static_cast<T>(acc[j]);
+          acc[j] = 0;
+        }
+      }
+      current = z;
+    }
+    if (z < 0) break;
+    const T hk = a.h[(a.h_index ? a.h_index[e] : e) * a.H + k];
+    const T* y = a.Y + e * J;
+    FLASHMACE_OUTER_UNROLL
+    for (int j = 0; j < J; ++j) acc[j] += static_cast<double>(hk * y[j]);
+  }
+}
+
+template <typename T, int J>
+FLASHMACE_OUTER_HD void species_outer_edge(const SpeciesOuterArgs<T>& a, int64_t e, const T* dS, T* dh, T* dY) {
+  const T* ds = dS + (a.edge_row[e] * a.Z + a.slot[e]) * a.H * J;
+  T y[J], dy[J];
+  FLASHMACE_OUTER_UNROLL
+  for (int j = 0; j < J; ++j) {
+    y[j] = a.Y[e * J + j];
+    dy[j] = 0;
+  }
+  const T* he = a.h + (a.h_index ? a.h_index[e] : e) * a.H;
+  T* dhe = dh + e * a.H;
+  for (int k = 0; k < a.H; ++k) {
+    const T hk = he[k];
+    const T* d = ds + k * J;
+    T s = 0;
+    FLASHMACE_OUTER_UNROLL
+    for (int j = 0; j < J; ++j) {
+      s += d[j] * y[j];
+      dy[j] += hk * d[j];
+    }
+    dhe[k] = s;
+  }
+  FLASHMACE_OUTER_UNROLL
+  for (int j = 0; j < J; ++j) dY[e * J + j] = dy[j];
+}
+
+// Calls f(std::integral_constant<int, J>()) for J = (l_max + 1)^2, l_max = 0..4 (first_layer.cpp
+// accepts no other counts).
+template <typename F>
+void with_harmonic_count(int J, const F& f) {
+  switch (J) {
+    case 1:
+      return f(std::integral_constant<int, 1>());
+    case 4:
+      return f(std::integral_constant<int, 4>());
+    case 9:
+      return f(std::integral_constant<int, 9>());
+    case 16:
+      return f(std::integral_constant<int, 16>());
+    case 25:
+      return f(std::integral_constant<int, 25>());
+    default:
+      return;
+  }
+}
+
+}  // namespace flashmace

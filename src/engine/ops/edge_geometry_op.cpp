@@ -1,0 +1,106 @@
+#include "engine/ops/edge_geometry_op.h"
+
+#include <cmath>
+#include <vector>
+
+#include "engine/kernels/edge_geometry_kernels.h"
+
+#if FLASHMACE_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace flashmace {
+
+EdgeGeometryOp::EdgeGeometryOp(const MaceParams& model) : m_(model) {
+  const int lmax = m_.spherical_harmonics.lmax();
+  const int64_t nb = m_.bessel_weights.size(0);
+#if !FLASHMACE_CUDA_KERNELS
+  if (m_.options.device().is_cuda()) return;
+#endif
+  if (!m_.config.distance_transform.empty() || lmax > kGeometryMaxLmax || nb > kGeometryMaxBasis) return;
+  std::vector<int32_t> terms;
+  std::vector<double> coeff;
+  for (int l = 2; l <= lmax; ++l) {
+    const at::Tensor c = m_.spherical_harmonics.coupling(l).to(at::kCPU, at::kDouble).contiguous();
+    const double* cp = c.data_ptr<double>();
+    for (int i = 0; i < 2 * l - 1; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 2 * l + 1; ++k) {
+          const double value = cp[(i * 3 + j) * (2 * l + 1) + k];
+          if (value == 0) continue;
+          terms.insert(terms.end(), {(l - 1) * (l - 1) + i, j, l * l + k});
+          coeff.push_back(value);
+        }
+  }
+  const at::ScalarType dtype = m_.options.dtype().toScalarType();
+  num_terms_ = static_cast<int>(coeff.size());
+  // (a one-entry placeholder keeps the tables non-empty for lmax < 2)
+  terms_ = at::tensor(terms.empty() ? std::vector<int32_t>{0, 0, 0} : terms, at::kInt).to(m_.options.device());
+  coeff_ = at::tensor(coeff.empty() ? std::vector<double>{0} : coeff, at::kDouble).to(m_.options.device(), dtype);
+  bessel_ = m_.bessel_weights.to(m_.options.device(), dtype).contiguous();
+}
+
+template <typename T>
+auto EdgeGeometryOp::tables() const {
+  GeometryTables<T> t;
+  t.terms = reinterpret_cast<const GeometryShTerm*>(terms_.data_ptr<int32_t>());
+  t.coeff = coeff_.data_ptr<T>();
+  t.bessel = bessel_.data_ptr<T>();
+  const int lmax = m_.spherical_harmonics.lmax();
+  t.num_terms = num_terms_;
+  t.lmax = lmax;
+  t.dim_sh = (lmax + 1) * (lmax + 1);
+  t.n_basis = static_cast<int>(bessel_.size(0));
+  t.p = m_.cutoff_p;
+  t.r_max = m_.config.r_max;
+  t.prefactor = std::sqrt(2.0 / m_.config.r_max);
+  return t;
+}
+
+EdgeGeometry EdgeGeometryOp::forward(const at::Tensor& v, const at::Tensor& zs, const at::Tensor& zr) const {
+  if (!fused()) return edge_geometry(m_, v, zs, zr);
+  EdgeGeometry g;
+  g.vectors = v.contiguous();
+  const int64_t E = v.size(0);
+  const int lmax = m_.spherical_harmonics.lmax();
+  g.sh = at::empty({E, (lmax + 1) * (lmax + 1)}, v.options());
+  g.ef = at::empty({E, bessel_.size(0)}, v.options());
+  AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "edge_geometry_forward", [&] {
+    const scalar_t* vp = g.vectors.data_ptr<scalar_t>();
+    if (v.is_cpu()) {
+      edge_geometry_forward_cpu(tables<scalar_t>(), vp, E, g.sh.data_ptr<scalar_t>(), g.ef.data_ptr<scalar_t>());
+    } else {
+#if FLASHMACE_CUDA_KERNELS
+      const c10::cuda::CUDAGuard guard(v.device());
+      edge_geometry_forward_cuda(tables<scalar_t>(), vp, E, g.sh.data_ptr<scalar_t>(), g.ef.data_ptr<scalar_t>(),
+                                 c10::cuda::getCurrentCUDAStream(v.device().index()).stream());
+#endif
+    }
+  });
+  return g;
+}
+
+at::Tensor EdgeGeometryOp::vjp(const EdgeGeometry& g, const at::Tensor& grad_sh, const at::Tensor& grad_ef) const {
+  if (!fused()) return edge_geometry_vjp(m_, g, grad_sh, grad_ef);
+  at::Tensor dv = at::empty_like(g.vectors);
+  const at::Tensor gs = grad_sh.defined() ? grad_sh.contiguous() : at::Tensor();
+  const at::Tensor ge = grad_ef.defined() ? grad_ef.contiguous() : at::Tensor();
+  AT_DISPATCH_FLOATING_TYPES(dv.scalar_type(), "edge_geometry_backward", [&] {
+    const scalar_t* vp = g.vectors.data_ptr<scalar_t>();
+    const scalar_t* gsp = gs.defined() ? gs.data_ptr<scalar_t>() : nullptr;
+    const scalar_t* gep = ge.defined() ? ge.data_ptr<scalar_t>() : nullptr;
+    if (dv.is_cpu()) {
+      edge_geometry_backward_cpu(tables<scalar_t>(), vp, dv.size(0), gsp, gep, dv.data_ptr<scalar_t>());
+    } else {
+#if FLASHMACE_CUDA_KERNELS
+      const c10::cuda::CUDAGuard guard(dv.device());
+      edge_geometry_backward_cuda(tables<scalar_t>(), vp, dv.size(0), gsp, gep, dv.data_ptr<scalar_t>(),
+                                  c10::cuda::getCurrentCUDAStream(dv.device().index()).stream());
+#endif
+    }
+  });
+  return dv;
+}
+
+}  // namespace flashmace

@@ -1,0 +1,30 @@
+#pragma once
+// The per-edge geometry of a model (edge_terms.h: harmonics, radial features, and their backward)
+// behind one object: the fused per-edge loops (edge_geometry_kernels.h, CPU or CUDA) for models
+// without a distance transform, the ATen code of edge_terms.h otherwise. Built once per model.
+#include <ATen/ATen.h>
+
+#include "engine/ops/edge_terms.h"
+#include "model/mace_params.h"
+
+namespace flashmace {
+
+class EdgeGeometryOp {
+ public:
+  explicit EdgeGeometryOp(const MaceParams& model);
+
+  // Fused: geometry.sh, .ef and .vectors are set (the backward recomputes the rest from the vectors).
+  EdgeGeometry forward(const at::Tensor& vectors, const at::Tensor& z_sender, const at::Tensor& z_receiver) const;
+  // dE/dv [Ec, 3] from dE/d(sh) and dE/d(ef) (either may be undefined).
+  at::Tensor vjp(const EdgeGeometry& geometry, const at::Tensor& grad_sh, const at::Tensor& grad_ef) const;
+  bool fused() const { return terms_.defined(); }
+
+ private:
+  MaceParams m_;                       // shallow copy: tensors shared with the engine
+  at::Tensor terms_, coeff_, bessel_;  // the fused kernels' tables on the device (undefined: ATen code)
+  int num_terms_ = 0;
+  template <typename T>
+  auto tables() const;
+};
+
+}  // namespace flashmace

@@ -1,0 +1,155 @@
+#include "engine/ops/irreps_linear.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace flashmace {
+
+namespace {
+
+// Columns [offset, offset + mul * d) of t [n, *] (mul_ir layout) as rows [n * d, mul]: a strided
+// view for scalars, one transposing copy otherwise.
+at::Tensor rows_of(const at::Tensor& t, int64_t offset, int64_t mul, int64_t d) {
+  const at::Tensor cols = t.narrow(1, offset, mul * d);
+  if (d == 1) return cols;
+  return cols.reshape({t.size(0), mul, d}).transpose(1, 2).contiguous().view({t.size(0) * d, mul});
+}
+
+// rows [n * d, mul] (d > 1) back into columns [offset, offset + mul * d) of y, written or added.
+void place(const at::Tensor& y, int64_t offset, int64_t mul, int64_t d, const at::Tensor& rows, bool accumulate) {
+  const int64_t n = y.size(0);
+  const at::Tensor target3 = y.narrow(1, offset, mul * d).view({n, mul, d});
+  const at::Tensor source3 = rows.view({n, d, mul}).transpose(1, 2);
+  if (accumulate)
+    target3.add_(source3);
+  else
+    target3.copy_(source3);
+}
+
+}  // namespace
+
+IrrepsLinear::IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irreps& out, int64_t fan_factor)
+    : in_dim_(in.dim()), out_dim_(out.dim()) {
+  std::vector<int64_t> in_offset, out_offset;
+  for (int64_t o = 0, i = 0; i < static_cast<int64_t>(in.size()); ++i) {
+    in_offset.push_back(o);
+    o += in[i].dim();
+  }
+  for (int64_t o = 0, i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    out_offset.push_back(o);
+    o += out[i].dim();
+  }
+  // Weight offsets in e3nn's order (input blocks outer, matching output blocks inner).
+  std::vector<std::vector<int64_t>> woff(in.size(), std::vector<int64_t>(out.size(), -1));
+  int64_t offset = 0;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    for (std::size_t o = 0; o < out.size(); ++o)
+      if (in[i].ir == out[o].ir) {
+        woff[i][o] = offset;
+        offset += static_cast<int64_t>(in[i].mul) * out[o].mul;
+      }
+  if (offset != weight.numel())
+    throw Error("irreps linear: " + std::to_string(weight.numel()) + " weights for " + in.str() + " -> " + out.str() +
+                ", which needs " + std::to_string(offset));
+
+  for (std::size_t o = 0; o < out.size(); ++o) {
+    Term term;
+    term.out = {out_offset[o], out[o].mul};
+    term.d = out[o].ir.dim();
+    int64_t fan = 0;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      if (woff[i][o] >= 0) fan += in[i].mul * fan_factor;
+    const double scale = fan > 0 ? 1.0 / std::sqrt(static_cast<double>(fan)) : 0.0;
+    // Adjacent matching input blocks make one span with their weights stacked.
+    std::vector<at::Tensor> pieces;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      if (woff[i][o] < 0) continue;
+      const bool extends = !term.in.empty() && term.in.back().offset + term.in.back().mul * term.d == in_offset[i];
+      if (!extends) {
+        if (!pieces.empty()) term.w.push_back(at::cat(pieces, 0) * scale);
+        pieces.clear();
+        term.in.push_back({in_offset[i], 0});
+      }
+      term.in.back().mul += in[i].mul;
+      pieces.push_back(weight.narrow(0, woff[i][o], static_cast<int64_t>(in[i].mul) * out[o].mul)
+                           .reshape({in[i].mul, out[o].mul}));
+    }
+    if (!pieces.empty()) term.w.push_back(at::cat(pieces, 0) * scale);
+    terms_.push_back(std::move(term));
+  }
+  // Whether the x-gradient writes every input column exactly once (else transpose_into zeroes first).
+  std::vector<int> reads(static_cast<std::size_t>(in_dim_), 0);
+  for (const Term& t : terms_)
+    for (const Span& s : t.in)
+      for (int64_t c = s.offset; c < s.offset + s.mul * t.d; ++c) ++reads[static_cast<std::size_t>(c)];
+  transpose_writes_each_column_once_ = true;
+  for (int r : reads) transpose_writes_each_column_once_ = transpose_writes_each_column_once_ && r == 1;
+}
+
+void IrrepsLinear::forward_into(const at::Tensor& x, const at::Tensor& y, bool accumulate) const {
+  if (x.size(1) != in_dim_ || y.size(1) != out_dim_ || x.size(0) != y.size(0))
+    throw Error("irreps linear: shapes do not match the irreps");
+  if (x.size(0) == 0) return;
+  for (const Term& t : terms_) {
+    if (t.in.empty()) {
+      if (!accumulate) y.narrow(1, t.out.offset, t.out.mul * t.d).zero_();
+      continue;
+    }
+    if (t.d == 1 && !accumulate) {  // scalars: the GEMMs write the column range themselves
+      const at::Tensor target = y.narrow(1, t.out.offset, t.out.mul);
+      at::mm_out(const_cast<at::Tensor&>(target), rows_of(x, t.in[0].offset, t.in[0].mul, 1), t.w[0]);
+      for (std::size_t k = 1; k < t.in.size(); ++k) target.addmm_(rows_of(x, t.in[k].offset, t.in[k].mul, 1), t.w[k]);
+      continue;
+    }
+    if (t.d == 1) {
+      const at::Tensor target = y.narrow(1, t.out.offset, t.out.mul);
+      for (std::size_t k = 0; k < t.in.size(); ++k) target.addmm_(rows_of(x, t.in[k].offset, t.in[k].mul, 1), t.w[k]);
+      continue;
+    }
+    at::Tensor r = at::mm(rows_of(x, t.in[0].offset, t.in[0].mul, t.d), t.w[0]);
+    for (std::size_t k = 1; k < t.in.size(); ++k) r.addmm_(rows_of(x, t.in[k].offset, t.in[k].mul, t.d), t.w[k]);
+    place(y, t.out.offset, t.out.mul, t.d, r, accumulate);
+  }
+}
+
+void IrrepsLinear::transpose_into(const at::Tensor& g, const at::Tensor& y, bool accumulate) const {
+  if (g.size(1) != out_dim_ || y.size(1) != in_dim_ || g.size(0) != y.size(0))
+    throw Error("irreps linear: shapes do not match the irreps");
+  if (g.size(0) == 0) return;
+  // Input columns no output reads get zeros; a span read by several outputs sums their gradients.
+  if (!accumulate && !transpose_writes_each_column_once_) {
+    y.zero_();
+    accumulate = true;
+  }
+  for (const Term& t : terms_) {
+    if (t.in.empty()) continue;
+    const at::Tensor rows = rows_of(g, t.out.offset, t.out.mul, t.d);
+    for (std::size_t k = 0; k < t.in.size(); ++k) {
+      const Span& s = t.in[k];
+      if (t.d == 1) {
+        const at::Tensor target = y.narrow(1, s.offset, s.mul);
+        if (accumulate)
+          target.addmm_(rows, t.w[k].t());
+        else
+          at::mm_out(const_cast<at::Tensor&>(target), rows, t.w[k].t());
+      } else {
+        place(y, s.offset, s.mul, t.d, at::mm(rows, t.w[k].t()), accumulate);
+      }
+    }
+  }
+}
+
+at::Tensor IrrepsLinear::forward(const at::Tensor& x) const {
+  at::Tensor y = at::empty({x.size(0), out_dim_}, x.options());
+  forward_into(x, y, /*accumulate=*/false);
+  return y;
+}
+
+at::Tensor IrrepsLinear::transpose(const at::Tensor& g) const {
+  at::Tensor y = at::empty({g.size(0), in_dim_}, g.options());
+  transpose_into(g, y, /*accumulate=*/false);
+  return y;
+}
+
+}  // namespace flashmace

@@ -1,0 +1,89 @@
+#include "engine/ops/species_linear.h"
+
+namespace flashmace {
+
+std::vector<int64_t> elements_present(const at::Tensor& species) {
+  const at::Tensor u = std::get<0>(at::_unique2(species, /*sorted=*/true, false, false)).to(at::kCPU).contiguous();
+  return std::vector<int64_t>(u.data_ptr<int64_t>(), u.data_ptr<int64_t>() + u.numel());
+}
+
+SpeciesGroups group_species(const at::Tensor& species, const std::vector<int64_t>& present) {
+  SpeciesGroups g;
+  if (present.size() <= 1) {
+    g.elements = present;
+    return g;
+  }
+  for (int64_t s : present) {
+    at::Tensor rows = at::nonzero(species == s).squeeze(1);
+    if (rows.size(0) == 0) continue;
+    g.elements.push_back(s);
+    g.rows.push_back(rows);
+  }
+  return g;
+}
+
+SpeciesLinear::SpeciesLinear(const at::Tensor& weight, const Irreps& in, int num_elements, const Irreps& out) {
+  // The weights are [mul_in, Z, mul_out] per (in block, out block) pair of equal irreps (e3nn's
+  // order): element z's part, flattened in the same order, is an o3.Linear's weight vector whose
+  // fans count Z times the input multiplicities.
+  for (int z = 0; z < num_elements; ++z) {
+    std::vector<at::Tensor> parts;
+    int64_t offset = 0;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      for (std::size_t o = 0; o < out.size(); ++o) {
+        if (in[i].ir != out[o].ir) continue;
+        const int64_t numel = static_cast<int64_t>(in[i].mul) * num_elements * out[o].mul;
+        parts.push_back(
+            weight.narrow(0, offset, numel).reshape({in[i].mul, num_elements, out[o].mul}).select(1, z).reshape(-1));
+        offset += numel;
+      }
+    const at::Tensor flat = parts.empty() ? at::empty({0}, weight.options()) : at::cat(parts);
+    per_element_.emplace_back(flat, in, out, num_elements);
+  }
+}
+
+at::Tensor SpeciesLinear::apply(const at::Tensor& x, const SpeciesGroups& groups, bool transpose,
+                                const at::Tensor& add_to) const {
+  auto run = [&](const IrrepsLinear& f, const at::Tensor& rows, const at::Tensor& into, bool accumulate) {
+    if (transpose)
+      f.transpose_into(rows, into, accumulate);
+    else
+      f.forward_into(rows, into, accumulate);
+  };
+  const IrrepsLinear& any = per_element_.front();
+  const int64_t width = transpose ? any.in_dim() : any.out_dim();
+  at::Tensor y = add_to.defined() ? add_to : at::empty({x.size(0), width}, x.options());
+  if (groups.elements.empty()) {  // no atoms
+    if (!add_to.defined()) y.zero_();
+    return y;
+  }
+  if (groups.rows.empty()) {  // one element: all rows
+    run(per_element_[static_cast<std::size_t>(groups.elements.front())], x, y, add_to.defined());
+    return y;
+  }
+  // Several elements: each one's rows gathered, transformed and put back (the groups' rows are
+  // disjoint and cover the block, so every row is written once).
+  for (std::size_t k = 0; k < groups.elements.size(); ++k) {
+    const at::Tensor part = at::empty({groups.rows[k].size(0), width}, x.options());
+    run(per_element_[static_cast<std::size_t>(groups.elements[k])], x.index_select(0, groups.rows[k]), part, false);
+    if (add_to.defined())
+      y.index_add_(0, groups.rows[k], part);
+    else
+      y.index_copy_(0, groups.rows[k], part);
+  }
+  return y;
+}
+
+at::Tensor SpeciesLinear::forward(const at::Tensor& x, const SpeciesGroups& groups) const {
+  return apply(x, groups, false, {});
+}
+
+at::Tensor SpeciesLinear::transpose(const at::Tensor& g, const SpeciesGroups& groups) const {
+  return apply(g, groups, true, {});
+}
+
+void SpeciesLinear::forward_add(const at::Tensor& x, const SpeciesGroups& groups, const at::Tensor& y) const {
+  apply(x, groups, false, y);
+}
+
+}  // namespace flashmace

@@ -1,0 +1,170 @@
+#include "engine/step/edge_topology.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "core/error.h"
+#include "engine/ops/graph_checks.h"
+#include "engine/step/message_stage.h"
+
+namespace flashmace {
+
+namespace {
+
+// Chunks of `chunk` edges over receiver-sorted edges. One chunk covers all owned rows; several read
+// their receiver rows at the boundaries (one small device->host copy).
+std::vector<EdgeChunk> edge_chunks(const at::Tensor& receiver_sorted, int64_t chunk, int64_t nlocal) {
+  const int64_t E = receiver_sorted.size(0);
+  std::vector<EdgeChunk> chunks;
+  if (E == 0) return chunks;
+  if (chunk >= E) return {EdgeChunk{0, E, 0, nlocal}};
+  const at::Tensor first = at::arange(0, E, chunk, receiver_sorted.options());
+  const at::Tensor last = at::clamp_max(first + (chunk - 1), E - 1);
+  const at::Tensor rows = at::stack({receiver_sorted.index_select(0, first), receiver_sorted.index_select(0, last)})
+                              .to(at::kCPU)
+                              .contiguous();
+  const int64_t n = first.size(0);
+  const int64_t* r = rows.data_ptr<int64_t>();
+  for (int64_t k = 0; k < n; ++k) {
+    EdgeChunk c;
+    c.begin = k * chunk;
+    c.count = std::min(chunk, E - c.begin);
+    c.row0 = r[k];
+    c.nrows = r[n + k] - r[k] + 1;
+    chunks.push_back(c);
+  }
+  return chunks;
+}
+
+std::vector<int64_t> group_sizes(const std::vector<SpeciesGroups>& groups) {
+  std::vector<int64_t> sizes;
+  for (const SpeciesGroups& g : groups) {
+    sizes.push_back(-1);  // separator
+    sizes.insert(sizes.end(), g.elements.begin(), g.elements.end());
+    for (const at::Tensor& rows : g.rows) sizes.push_back(rows.size(0));
+  }
+  return sizes;
+}
+
+}  // namespace
+
+int64_t padded_count(int64_t count, int64_t granule) {
+  if (count <= 0) return 0;
+  int64_t step = std::max<int64_t>(granule, 1);
+  while (step * 32 <= count) step *= 2;
+  return (count + step - 1) / step * step;
+}
+
+EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const TopologyOptions& o,
+                                 const at::Tensor& atomic_numbers) {
+  static std::atomic<int64_t> builds{0};
+  EdgeTopology t;
+  t.id = ++builds;
+  t.edges = g.sender.size(0);
+  t.atoms = g.species.size(0);
+  t.nlocal = nlocal;
+  t.options = o;
+  t.padded_edges = o.padded_edges > 0 ? o.padded_edges : t.edges;
+  t.padded_atoms = o.padded_atoms > 0 ? o.padded_atoms : t.atoms;
+  const int64_t pad = t.padded_edges - t.edges;
+  if (pad < 0 || t.padded_atoms < t.atoms)
+    throw Error("edge topology: padded sizes " + std::to_string(t.padded_edges) + " edges, " +
+                std::to_string(t.padded_atoms) + " atoms are below the graph's " + std::to_string(t.edges) + ", " +
+                std::to_string(t.atoms));
+  if (pad > 0 && nlocal < 1) throw Error("edge topology: padding edges needs at least one owned atom");
+  if (o.edge_chunk < 1 || o.atom_chunk < 1) throw Error("edge topology: chunk sizes must be positive");
+
+  // Padding edges spread over all owned receivers and all senders: the kernels that walk one row's
+  // (or one sender's) edges would otherwise wait for a single row holding all of them.
+  at::Tensor receiver = g.receiver, sender = g.sender;
+  if (pad > 0) {
+    const at::Tensor k = at::arange(pad, g.receiver.options());
+    receiver = at::cat({receiver, at::remainder(k, nlocal)});
+    sender = at::cat({sender, at::remainder(k, t.atoms)});
+  }
+  // Edges in receiver order (stable, so equal receivers keep the caller's order, padding last).
+  const auto sorted = at::sort(receiver, /*stable=*/true, 0, false);
+  t.order = std::get<1>(sorted);
+  t.receiver = std::get<0>(sorted);
+  t.sender = sender.index_select(0, t.order);
+  const at::Tensor z_node = atomic_numbers.index_select(0, g.species);
+  t.z_sender = z_node.index_select(0, t.sender);
+  t.z_receiver = z_node.index_select(0, t.receiver);
+
+  // Layer 0 indexes its x table by sender element slot: rows of the per-element table for the
+  // elements present.
+  t.present = t.atoms > 0 ? elements_present(g.species) : std::vector<int64_t>{};
+  t.present_index = at::tensor(t.present.empty() ? std::vector<int64_t>{0} : t.present, at::kLong).to(g.species.device());
+  const at::Tensor slot_of =
+      at::zeros({atomic_numbers.size(0)}, g.species.options())
+          .index_put_({t.present_index}, at::arange(t.present_index.size(0), g.species.options()));
+  t.sender_slot = slot_of.index_select(0, g.species.index_select(0, t.sender));
+  t.species_local = g.species.narrow(0, 0, nlocal).clone();
+
+  t.chunks = edge_chunks(t.receiver, o.edge_chunk, nlocal);
+  for (const EdgeChunk& ch : t.chunks) {
+    t.chunk_rows.push_back(t.receiver.narrow(0, ch.begin, ch.count) - ch.row0);
+    t.chunk_row_ptr.push_back(row_pointer(t.chunk_rows.back(), ch.nrows));
+    if (o.sender_csr) t.chunk_senders.push_back(xindex_csr(t.sender.narrow(0, ch.begin, ch.count), t.padded_atoms));
+  }
+  if (o.atom_sums) {
+    const XIndexCsr s = xindex_csr(t.sender, t.padded_atoms);
+    t.sender_order = s.perm;
+    t.sender_ptr = s.ptr;
+    t.sender_counts = s.ptr.diff();
+    t.receiver_counts = at::bincount(t.receiver, {}, t.padded_atoms);
+    t.receiver_ptr = at::cat({at::zeros({1}, t.receiver_counts.options()), at::cumsum(t.receiver_counts, 0)});
+  }
+  // (the owned atoms' elements are among all atoms' ones; groups of absent elements come out empty)
+  const std::vector<int64_t> present_local = nlocal > 0 ? t.present : std::vector<int64_t>{};
+  for (int64_t a0 = 0; a0 < nlocal; a0 += o.atom_chunk)
+    t.atom_groups.push_back(
+        group_species(t.species_local.narrow(0, a0, std::min(o.atom_chunk, nlocal - a0)), present_local));
+
+  t.species_in_ = g.species.clone();
+  t.sender_in_ = g.sender.clone();
+  t.receiver_in_ = g.receiver.clone();
+  return t;
+}
+
+bool EdgeTopology::matches(const GraphTensors& g, int64_t nlocal_in, const TopologyOptions& o) const {
+  if (!species_in_.defined() || !(o == options) || nlocal_in != nlocal) return false;
+  if (g.species.size(0) != atoms || g.sender.size(0) != edges || g.receiver.size(0) != edges) return false;
+  if (g.species.device() != species_in_.device() || g.sender.device() != sender_in_.device()) return false;
+  return all_equal({{g.species, species_in_}, {g.sender, sender_in_}, {g.receiver, receiver_in_}});
+}
+
+bool EdgeTopology::same_shape(const EdgeTopology& o) const {
+  return padded_edges == o.padded_edges && padded_atoms == o.padded_atoms && nlocal == o.nlocal &&
+         options == o.options && chunks == o.chunks && present == o.present &&
+         group_sizes(atom_groups) == group_sizes(o.atom_groups);
+}
+
+std::vector<at::Tensor*> EdgeTopology::device_tensors() {
+  std::vector<at::Tensor*> t{&sender, &receiver, &z_sender, &z_receiver, &present_index, &sender_slot, &species_local};
+  for (auto& r : chunk_rows) t.push_back(&r);
+  for (auto& r : chunk_row_ptr) t.push_back(&r);
+  for (auto& c : chunk_senders) {
+    t.push_back(&c.perm);
+    t.push_back(&c.ptr);
+  }
+  for (auto& g : atom_groups)
+    for (auto& r : g.rows) t.push_back(&r);
+  for (at::Tensor* s : {&receiver_counts, &sender_counts, &receiver_ptr, &sender_ptr, &sender_order})
+    if (s->defined()) t.push_back(s);
+  return t;
+}
+
+void EdgeTopology::assign_keeping_storage(const EdgeTopology& other) {
+  if (!same_shape(other)) throw Error("edge topology: assign_keeping_storage needs a topology of the same shape");
+  std::vector<at::Tensor> kept;
+  for (at::Tensor* p : device_tensors()) kept.push_back(*p);
+  *this = other;
+  const std::vector<at::Tensor*> now = device_tensors();
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    kept[i].copy_(*now[i]);
+    *now[i] = kept[i];
+  }
+}
+
+}  // namespace flashmace

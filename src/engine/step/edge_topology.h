@@ -1,0 +1,96 @@
+#pragma once
+// What the fast engine derives from a graph's connectivity alone, without positions: the receiver
+// order, the edge chunks with their CSR row pointers, each chunk's sender CSR, the elements present
+// and the species groups of the atom chunks. LAMMPS keeps one neighbour list for many steps, so this
+// is built once per list (sorts, counts, several host synchronisations) and reused while species,
+// senders and receivers stay the same (one comparison and one host synchronisation per step).
+//
+// For CUDA-graph replay (step_graph.h) the edge and atom arrays can be padded to a bucket: padding
+// edges k = 0, 1, ... run from atom k mod atoms to owned atom k mod nlocal, sorted in with the real
+// ones, and get a vector longer than every cutoff from the engine, so they contribute exact zeros;
+// padding atoms have no edges.
+// A topology of the same shape (same padded sizes, chunks, elements and group sizes) can then be
+// copied into the tensors a captured graph reads.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/ops/conv_tp_op.h"
+#include "engine/ops/species_linear.h"
+#include "model/mace_forward.h"
+
+namespace flashmace {
+
+// One chunk of edges [begin, begin + count) in receiver order, with the receiver rows it touches.
+struct EdgeChunk {
+  int64_t begin = 0, count = 0;
+  int64_t row0 = 0, nrows = 0;
+  bool operator==(const EdgeChunk& o) const {
+    return begin == o.begin && count == o.count && row0 == o.row0 && nrows == o.nrows;
+  }
+};
+
+struct TopologyOptions {
+  int64_t edge_chunk = 1;       // edges per chunk (the memory plan's)
+  int64_t atom_chunk = 1;       // owned atoms per node chunk
+  int64_t padded_edges = 0;     // >= the edge count: pad to this many (0: no padding)
+  int64_t padded_atoms = 0;     // >= the atom count
+  bool sender_csr = false;      // build each chunk's sender CSR (layers after the first)
+  bool atom_sums = false;       // build the per-atom edge counts and sender order (forces, virials)
+  bool operator==(const TopologyOptions& o) const {
+    return edge_chunk == o.edge_chunk && atom_chunk == o.atom_chunk && padded_edges == o.padded_edges &&
+           padded_atoms == o.padded_atoms && sender_csr == o.sender_csr && atom_sums == o.atom_sums;
+  }
+};
+
+class EdgeTopology {
+ public:
+  // graph: species [ntotal], sender/receiver [E] int64 on one device, receivers < nlocal;
+  // atomic_numbers [Z] of the model on that device.
+  // (padding edges need at least one atom and one owned atom)
+  static EdgeTopology build(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options,
+                            const at::Tensor& atomic_numbers);
+
+  // Whether this was built from the same connectivity with the same options.
+  bool matches(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options) const;
+
+  // Same sizes, chunks, elements and group sizes: everything a captured step bakes into its launches.
+  bool same_shape(const EdgeTopology& other) const;
+
+  // Becomes `other` (same_shape) while keeping its own device tensors, into which other's are copied.
+  void assign_keeping_storage(const EdgeTopology& other);
+
+  int64_t edges = 0, atoms = 0;                // real counts
+  int64_t padded_edges = 0, padded_atoms = 0;  // array sizes (the real counts without padding)
+  int64_t nlocal = 0;
+  TopologyOptions options;
+  int64_t id = 0;  // unique per build(): equal ids mean the same connectivity
+
+  at::Tensor order;                       // [padded_edges] caller's edge index of each sorted edge (>= edges: padding)
+  at::Tensor sender, receiver;            // [padded_edges] in receiver order
+  at::Tensor z_sender, z_receiver;        // [padded_edges] atomic numbers
+  std::vector<int64_t> present;           // elements of all atoms (sorted)
+  at::Tensor present_index;               // [max(1, present)] on the device
+  at::Tensor sender_slot;                 // [padded_edges] position of each sender's element in present
+  at::Tensor species_local;               // [nlocal]
+  std::vector<EdgeChunk> chunks;          // over padded_edges
+  std::vector<at::Tensor> chunk_rows;     // per chunk [count]: receiver minus row0
+  std::vector<at::Tensor> chunk_row_ptr;  // per chunk [nrows + 1]
+  std::vector<XIndexCsr> chunk_senders;   // per chunk: xindex_csr of its senders over padded_atoms rows
+  std::vector<SpeciesGroups> atom_groups; // per node chunk of atom_chunk owned atoms
+  // Per-atom sums over all edges (atom_sums): [padded_atoms] edge counts as receiver and as sender,
+  // the same as CSR row pointers [padded_atoms + 1], and the sorted edges in sender order (stable),
+  // for deterministic per-atom sums (atom_sums.h).
+  at::Tensor receiver_counts, sender_counts, receiver_ptr, sender_ptr, sender_order;
+
+ private:
+  at::Tensor species_in_, sender_in_, receiver_in_;  // the caller's arrays it was built from (copies)
+  std::vector<at::Tensor*> device_tensors();
+};
+
+// The bucket a count is padded to for graph replay: a multiple of a power of two near count/16
+// (at least `granule`), so neighbour-list rebuilds that change the count by a few percent stay in it.
+int64_t padded_count(int64_t count, int64_t granule);
+
+}  // namespace flashmace

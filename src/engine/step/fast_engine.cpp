@@ -1,0 +1,300 @@
+#include "engine/step/fast_engine.h"
+
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "engine/ops/first_layer.h"
+#include "engine/ops/radial_pairs.h"
+#include "engine/step/message_stage.h"
+#include "engine/step/node_stage.h"
+#include "model/device.h"
+#include "model/e3nn_ops.h"
+#include "sc/sc_descriptor.h"
+
+namespace flashmace {
+
+FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions options)
+    : p_(std::move(params)),
+      options_(std::move(options)),
+      geometry_(p_),
+      side_(options_.side_stream ? p_.options.device() : c10::Device(c10::kCPU)) {
+  const MaceConfig& c = p_.config;
+  const int Z = c.num_elements();
+  const InteractionParams& L0 = p_.layers[0];
+  h0_table_ = p_.node_embedding / std::sqrt(static_cast<double>(Z));
+  hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.in);
+  for (std::size_t t = 0; t < p_.layers.size(); ++t) {
+    const InteractionParams& L = p_.layers[t];
+    ConvTPDescriptor d = ConvTPDescriptor::build(L.in, p_.sh, L.tp);
+    // The first layer's features depend only on the species: reassociated (first_layer.h).
+    const bool reassociate = options_.reassociate && t == 0 && FirstLayerOp::applies(d);
+    messages_.emplace_back(L, ConvTPOp(d, p_.options), options_.tf32, reassociate);
+  }
+  for (int t = 0; t < c.num_interactions; ++t) {
+    const InteractionParams& L = p_.layers[t];
+    sc_.emplace_back(build_sc_descriptor(file, t), p_.options, options_.sc);
+    up_.emplace_back(L.linear_up, L.in, L.in);
+    // Without a density block the message sums are divided by avg_num_neighbors (mace_spec.md 6.4):
+    // folded into the projection's weights, one elementwise pass each way fewer (node_stage.h).
+    project_.emplace_back(L.density ? L.linear : L.linear / L.avg_num_neighbors, L.tp.mid, L.target);
+    node_linears_.emplace_back(p_, t);
+  }
+
+  // Memory estimates from the shapes (element size x live values; on the H200 runs of
+  // bench/RESULTS.md they come out ~20 % above the measured peaks).
+  const double s = static_cast<double>(at::elementSize(p_.options.dtype().toScalarType()));
+  for (std::size_t t = 0; t < p_.layers.size(); ++t) {
+    const InteractionParams& L = p_.layers[t];
+    double hidden = 0;
+    for (std::size_t k = 0; k + 1 < L.radial_layers.size(); ++k)
+      hidden += static_cast<double>(L.radial_layers[k].size(1));
+    // A reassociated layer keeps the last hidden activation instead of R and has no x-gradient.
+    const bool first = messages_[t].first.has_value();
+    const double last = static_cast<double>(L.radial_layers.back().size(0));
+    const double mid = L.tp.mid.dim(), W = first ? last : L.tp.weight_numel, in = first ? 0.0 : L.in.dim();
+    const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
+    // Kept per edge: the geometry (the fused kernels keep vectors, harmonics and radial features;
+    // the ATen code also lengths, unit vectors, per-l harmonics and slopes), the MLP's hidden
+    // pre-activations and its output R. In flight in the backward pass: dR, the MLP's gradients,
+    // dY, dE/dv, the message sums of the chunk's rows (about one row per 8 edges in sparse graphs)
+    // and the generated TP kernels' scratch (per-edge x-gradients, per-warp partial dY).
+    const double geometry = geometry_.fused() ? sh + nb + 3 : 2 * sh + 2 * nb + 4;
+    const double kept = W + hidden + geometry;
+    costs_.kept_per_edge += s * kept;
+    costs_.recomputed_per_edge = std::max(costs_.recomputed_per_edge, s * kept);
+    costs_.transient_per_edge =
+        std::max(costs_.transient_per_edge, s * (W + 2 * hidden + nb + 5 * sh + in + 11 + mid / 8));
+    // Per atom in the node stage: kept, the normalised message, the SC input and the features; in
+    // flight, their copies and gradients and the SC output (the SC executors keep no intermediates).
+    const double target = L.target.dim(), out = L.out.dim();
+    double sc_out = 0;
+    for (const auto& b : L.out.blocks()) sc_out += static_cast<double>(c.channels()) * b.ir.dim();
+    costs_.kept_per_atom += s * (2 * target + out + 16);
+    costs_.transient_per_atom = std::max(costs_.transient_per_atom, s * (6 * target + 3 * sc_out + 4 * out + 2 * in));
+    costs_.resident_per_atom += s * (3 * in + 2 * target + 2);
+  }
+  costs_.resident_per_atom += 8 * 8;  // float64 energies and bookkeeping
+  // Per edge for the whole step: the edge topology (edge_topology.h: order, sorted senders and
+  // receivers, their atomic numbers and element slots, chunk rows, sender CSR, the caller's senders
+  // and receivers to compare with: ten int64), the sorted vectors (float64 and model dtype), dE/dv
+  // (model dtype, then float64 in the caller's order).
+  costs_.resident_per_edge = 8.0 * 10 + 3 * (8.0 + s) + 3 * (s + 8.0);
+}
+
+void FastEngine::update_plan(int64_t atoms, int64_t edges) {
+  if (atoms == planned_atoms_ && edges == planned_edges_) return;
+  const std::string device = p_.options.device().str();
+  const double budget =
+      options_.memory_bytes > 0 ? options_.memory_bytes : default_memory_budget(device, options_.device_sharers);
+  const MemoryPlan plan = plan_memory(costs_, atoms, edges, budget, options_.edge_chunk, options_.atom_chunk);
+  // Printed when the mode or the chunk sizes change, not at every new atom or edge count (LAMMPS
+  // changes them at every neighbour-list rebuild); whole-step plans differ only in their sizes.
+  const bool changed = planned_atoms_ < 0 || plan.recompute != plan_.recompute ||
+                       (plan.recompute && (plan.edge_chunk != plan_.edge_chunk || plan.atom_chunk != plan_.atom_chunk));
+  plan_ = plan;
+  planned_atoms_ = atoms;
+  planned_edges_ = edges;
+  if (changed && options_.log) options_.log(plan_.describe(atoms, edges));
+}
+
+
+void FastEngine::update_topology(const GraphTensors& g, int64_t nlocal, const TopologyOptions& options,
+                                 bool keep_storage) {
+  if (topology_.matches(g, nlocal, options)) return;
+  EdgeTopology t = EdgeTopology::build(g, nlocal, options, p_.atomic_numbers);
+  if (keep_storage && graph_ && topology_.same_shape(t)) {
+    topology_.assign_keeping_storage(t);  // the captured step reads these tensors
+  } else {
+    topology_ = std::move(t);
+    graph_.reset();
+  }
+}
+
+// The caller's edge vectors in topology_'s order, float64. Padding edges get a vector beyond every
+// cutoff (the model's and ZBL's): their radial features, messages and energies are exact zeros.
+at::Tensor FastEngine::sorted_vectors(const at::Tensor& vectors64) const {
+  const int64_t pad = topology_.padded_edges - topology_.edges;
+  if (pad == 0) return vectors64.index_select(0, topology_.order);
+  at::Tensor padding = at::zeros({pad, 3}, vectors64.options());
+  padding.select(1, 0).fill_(4.0 * p_.config.r_max + 10.0);
+  return at::cat({vectors64, padding}).index_select(0, topology_.order);
+}
+
+// The ghosts' owners when the exchanger names them (one domain), on the model's device: the
+// exchanges then stay there.
+void FastEngine::update_local_exchange() {
+  const std::vector<int>* owners = halo_ ? halo_->local_owners() : nullptr;
+  const int64_t nghost = topology_.atoms - topology_.nlocal;
+  if (!owners || static_cast<int64_t>(owners->size()) != nghost || nghost == 0) {
+    local_ = LocalExchange{};
+    return;
+  }
+  if (local_.owner.defined() && *owners == local_.host) return;  // the same ghosts (no new neighbour list)
+  local_.host = *owners;
+  const at::Tensor owner =
+      at::tensor(std::vector<int64_t>(owners->begin(), owners->end()), at::kLong).to(p_.options.device());
+  const auto sorted = at::sort(owner, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  const auto unique = at::unique_consecutive(std::get<0>(sorted), /*return_inverse=*/false, /*return_counts=*/true);
+  local_.owner = owner;
+  local_.perm = std::get<1>(sorted);
+  local_.owners = std::get<0>(unique);
+  local_.counts = std::get<2>(unique);
+}
+
+// The halo exchange on the calling thread. With the ghosts' owners known (one domain), in place on
+// the model's device: forward a gather of the owners' rows, reverse each owner's ghost rows summed
+// in float64 in ghost order (a segment sum: deterministic) and added. Otherwise through the
+// exchanger, on float64 rows in (pinned) host memory, or in the model's memory for an exchanger
+// that takes them there (rows_in_model_memory: the Kokkos style): forward, the owned rows go out
+// and the ghost rows come back (the exchange writes every ghost row); reverse, the ghost rows go
+// out and the owners' sums come back, added on the model's device. Padding rows stay where they are.
+void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
+  if (!halo_) return;
+  const int64_t nlocal = topology_.nlocal, nghost = topology_.atoms - nlocal;
+  const at::Tensor local = all_rows.narrow(0, 0, nlocal), ghost = all_rows.narrow(0, nlocal, nghost);
+  const int ncols = static_cast<int>(all_rows.size(1));
+  if (local_.owner.defined()) {
+    if (forward) {
+      ghost.copy_(local.index_select(0, local_.owner));
+    } else {
+      const at::Tensor sums = at::segment_reduce(ghost.index_select(0, local_.perm).to(at::kDouble), "sum",
+                                                 local_.counts, {}, {}, 0, /*unsafe=*/true, at::Scalar(0));
+      local.index_add_(0, local_.owners, sums.to(all_rows.scalar_type()));
+      ghost.zero_();
+    }
+    halo_->exchanged_locally(forward, ncols);
+    return;
+  }
+  const bool in_model_memory = halo_->rows_in_model_memory();
+  const at::TensorOptions f64 = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor rows = at::empty({nlocal + nghost, ncols},
+                              in_model_memory ? f64.device(all_rows.device()) : f64.pinned_memory(all_rows.is_cuda()));
+  // Rows in device memory go to an exchanger that works on other streams: the device must be done
+  // with them first (host rows are complete after their blocking copy).
+  const bool device_rows = rows.is_cuda();
+  if (forward) {
+    rows.narrow(0, 0, nlocal).copy_(local);
+    if (device_rows) synchronize_device(rows.device().str());
+    halo_->forward(rows.data_ptr<double>(), ncols);
+    ghost.copy_(rows.narrow(0, nlocal, nghost));
+  } else {
+    rows.narrow(0, 0, nlocal).zero_();
+    rows.narrow(0, nlocal, nghost).copy_(ghost);
+    if (device_rows) synchronize_device(rows.device().str());
+    halo_->reverse(rows.data_ptr<double>(), ncols);
+    local.add_(rows.narrow(0, 0, nlocal).to(all_rows.device(), all_rows.scalar_type()));
+    ghost.zero_();
+  }
+}
+
+EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64, int64_t nlocal, HaloExchanger* halo,
+                             const EngineRequest& want) {
+  const at::NoGradGuard no_grad;  // every gradient below is written out; no autograd tape
+  const int64_t ntotal = g.species.size(0);
+  const int64_t E = g.sender.size(0);
+  const bool cuda = p_.options.device().is_cuda();
+  const bool may_graph =
+      options_.cuda_graph && cuda && !timer_ && nlocal > 0 && E > 0 && SegmentedCudaGraph::available();
+  // A captured step is replayed for every graph of the same bucket: padded sizes (<= 1/16 more).
+  const bool may_pad = may_graph || options_.pad_to_bucket;
+  const int64_t edges = may_pad ? padded_count(E, 1024) : E;
+  const int64_t atoms = may_pad ? padded_count(ntotal, 256) : ntotal;
+  update_plan(atoms, edges);
+  const bool use_graph = may_graph && plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal;
+  // (in a graph step the pairs cost one check per step: no launches to save there)
+  auto paired = [&](int64_t count) {
+    return options_.radial_pairs == Choice::On ||
+           (options_.radial_pairs == Choice::Auto && (!cuda || use_graph || count >= kMinPairedChunkEdges));
+  };
+  TopologyOptions options;
+  options.edge_chunk = plan_.edge_chunk;
+  options.atom_chunk = plan_.atom_chunk;
+  options.sender_csr = want.any() && p_.config.num_interactions > 1;
+  options.atom_sums = want.any();
+  if (use_graph || options_.pad_to_bucket) {
+    options.padded_edges = edges;
+    options.padded_atoms = atoms;
+  }
+  if (timer_) timer_->start();
+  update_topology(g, nlocal, options, use_graph);
+  halo_ = halo;
+  update_local_exchange();
+  graphed_ = use_graph;
+  const EdgeTopology& topo = topology_;
+
+  // The graph's atoms, without the padding rows.
+  auto finish = [&](const EngineResult& out) {
+    EngineResult r = out;
+    if (r.forces.defined()) r.forces = r.forces.narrow(0, 0, ntotal);
+    if (r.atom_virial.defined()) r.atom_virial = r.atom_virial.narrow(0, 0, ntotal);
+    return r;
+  };
+
+  if (!use_graph) {
+    graph_.reset();
+    const at::Tensor v64 = sorted_vectors(vectors64);
+    // Reverse-edge pairs per chunk, shared by both layers and the backward pass (and by later calls
+    // while the graph stays the same).
+    std::vector<RadialPairCache::Chunk> pair_chunks;
+    for (const EdgeChunk& ch : topo.chunks) pair_chunks.push_back({ch.begin, ch.count, paired(ch.count)});
+    std::vector<RadialPairs> pairs =
+        pair_cache_.pairs(topo.sender, topo.receiver, v64, pair_chunks, p_.options.dtype().toScalarType(), topo.id);
+    // (padded rows as in a graph step, so that padding tests cover them)
+    if (options_.pad_to_bucket)
+      for (RadialPairs& p : pairs)
+        if (p.index.defined()) p = pad_pair_rows(p, padded_count(p.rows, 1024));
+    if (timer_) timer_->lap("graph");
+    EngineResult out;
+    step(v64, &pairs, want, [](const SegmentedCudaGraph::HostWork& work) { work(); }, &out);
+    return finish(out);
+  }
+
+  if (graph_ && (!(graph_want_ == want) || graph_halo_ != (halo != nullptr))) graph_.reset();
+  if (!graph_) graph_v64_ = at::empty({edges, 3}, vectors64.options());
+  graph_v64_.copy_(sorted_vectors(vectors64));
+  if (paired(edges)) {
+    update_graph_pairs();
+  } else {
+    graph_pairs_.clear();
+    graph_pairs_generation_ = -1;
+  }
+  if (graph_) {
+    graph_->replay();
+    return finish(graph_out_);
+  }
+  const std::vector<RadialPairs>* pairs = graph_pairs_.empty() ? nullptr : &graph_pairs_;
+  EngineResult warm;
+  graph_ = std::make_unique<SegmentedCudaGraph>(
+      p_.options.device(),
+      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, pairs, want, cut, &warm); },
+      [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, pairs, want, cut, &graph_out_); },
+      /*high_priority=*/side_.active());
+  graph_want_ = want;
+  graph_halo_ = halo != nullptr;
+  ++graph_captures_;
+  if (options_.log)
+    options_.log("CUDA graph captured: " + std::to_string(graph_->segments()) + " segment(s) for up to " +
+                  std::to_string(edges) + " edges and " + std::to_string(atoms) + " atoms");
+  return finish(warm);
+}
+
+void FastEngine::update_graph_pairs() {
+  const EdgeTopology& topo = topology_;
+  const std::vector<RadialPairs>& made =
+      pair_cache_.pairs(topo.sender, topo.receiver, graph_v64_, {{0, topo.padded_edges, true}},
+                        p_.options.dtype().toScalarType(), topo.id);
+  if (pair_cache_.generation() == graph_pairs_generation_ && !graph_pairs_.empty()) return;
+  graph_pairs_generation_ = pair_cache_.generation();
+  const RadialPairs padded = pad_pair_rows(made.front(), padded_count(made.front().rows, 1024));
+  if (graph_ && graph_pairs_.size() == 1 && graph_pairs_.front().rows == padded.rows) {
+    copy_pairs_keeping_storage(graph_pairs_.front(), padded);
+  } else {
+    graph_pairs_.assign(1, padded);
+    graph_.reset();
+  }
+}
+
+}  // namespace flashmace

@@ -1,0 +1,139 @@
+#pragma once
+// The fast engine (DESIGN.md ideas 2 and 3): edges sorted by receiver and processed in chunks whose
+// messages are summed and projected by the interaction's linear right away (split projection: the
+// [E, paths x C x (2l+1)] message tensor exists only for one chunk, the [N, mid] aggregate never);
+// node work in atom chunks; an explicit backward pass, layer by layer in reverse, that recomputes a
+// chunk's intermediates instead of storing them (unless the memory plan says everything fits) and
+// calls the halo exchanger itself on the calling thread. Internal header (ATen); callers use
+// engine/evaluator.h.
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+
+#include "engine/ops/edge_geometry_op.h"
+#include "engine/step/edge_topology.h"
+#include "engine/engine_options.h"
+#include "engine/evaluator.h"
+#include "engine/ops/irreps_linear.h"
+#include "engine/step/memory_plan.h"
+#include "engine/step/message_stage.h"
+#include "engine/step/node_stage.h"
+#include "engine/ops/radial_pairs.h"
+#include "engine/ops/sc_op.h"
+#include "engine/step/side_stream.h"
+#include "engine/step/step_graph.h"
+#include "model/mace_forward.h"
+#include "model/mace_params.h"
+#include "model/stage_timer.h"
+
+namespace flashmace {
+
+// What a step computes beyond the energies.
+struct EngineRequest {
+  bool forces = false, virial = false, atom_virial = false;
+  bool any() const { return forces || virial || atom_virial; }
+  bool operator==(const EngineRequest& o) const {
+    return forces == o.forces && virial == o.virial && atom_virial == o.atom_virial;
+  }
+};
+
+// The outputs of one domain, float64 (forces and virials from the edge gradients, mace_spec.md
+// 10.2-10.3); undefined where not requested. A graph replay's tensors are the graph's own: valid
+// until the next run().
+struct EngineResult {
+  at::Tensor node_energy;  // [nlocal], E0 included
+  at::Tensor forces;       // [ntotal, 3]
+  at::Tensor virial;       // [3, 3]
+  at::Tensor atom_virial;  // [ntotal, 6] LAMMPS Voigt order
+};
+
+constexpr int64_t kMinPairedChunkEdges = 100000;
+
+class FastEngine {
+ public:
+  // file: the model (the SC executors read its coupling tensors); params: its tensors on the device.
+  // options: the fast path's (engine_options.h), validated by make_evaluator.
+  FastEngine(const ModelFile& file, MaceParams params, EngineOptions options);
+
+  const MaceParams& params() const { return p_; }
+  std::string sc_executor() const { return sc_.empty() ? "" : sc_.front().executor(); }
+  std::string tp_executor() const { return messages_.empty() ? "" : messages_.front().tp.executor(); }
+  void set_stage_timer(StageTimer* timer) { timer_ = timer; }
+
+  // graph: species [ntotal], sender/receiver [E] (int64); vectors [E, 3] float64; all on the model's
+  // device. Ghost rows are exchanged through `halo` (may be null).
+  EngineResult run(const GraphTensors& graph, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
+                   const EngineRequest& want);
+
+  // The plan the last run used.
+  const MemoryPlan& plan() const { return plan_; }
+  // Whether the last run replayed or captured a CUDA graph, and how many graphs were captured so far.
+  bool graphed() const { return graphed_; }
+  int graph_captures() const { return graph_captures_; }
+
+ private:
+  MaceParams p_;
+  EngineOptions options_;
+  StageCosts costs_;
+  MemoryPlan plan_;
+  int64_t planned_atoms_ = -1, planned_edges_ = -1;
+  at::Tensor h0_table_;                 // [Z, dim(in_0)]: first-layer node features depend only on the species
+  at::Tensor hu0_table_;                // [Z, dim(in_0)]: their linear_up
+  EdgeGeometryOp geometry_;             // harmonics and radial features of the edges
+  std::vector<MessageLayer> messages_;  // per layer: folded radial MLP, fused tensor-product kernels
+  std::vector<ScOp> sc_;                // per layer: the symmetric-contraction executor
+  std::vector<IrrepsLinear> up_;        // per layer: linear_up
+  std::vector<IrrepsLinear> project_;   // per layer: the linear after the message sum (mid -> target)
+  std::vector<NodeLinears> node_linears_;
+  StageTimer* timer_ = nullptr;
+  SideStream side_;  // inactive on the CPU or with side_stream off
+  RadialPairCache pair_cache_;  // reverse-edge pairs of the last graph
+  EdgeTopology topology_;       // connectivity-derived arrays of the last graph
+  // The captured step (cuda_graph on): it reads topology_'s tensors, graph_v_ and writes graph_out_.
+  std::unique_ptr<SegmentedCudaGraph> graph_;
+  EngineRequest graph_want_;
+  bool graph_halo_ = false;
+  at::Tensor graph_v64_;     // [padded edges, 3] float64 edge vectors in receiver order
+  std::vector<RadialPairs> graph_pairs_;  // the captured step's pairs (rows padded), or none
+  int64_t graph_pairs_generation_ = -1;   // pair_cache_'s generation they were made from
+  EngineResult graph_out_;   // padded rows
+  HaloExchanger* halo_ = nullptr;  // this run's exchanger (read by the step's exchanges)
+  // When the exchanger names each ghost's local owner (one domain): the exchange in place on the
+  // model's device. owner [nghost]; the ghosts sorted by owner (perm), the distinct owners and
+  // their ghost counts for deterministic per-owner sums. Undefined: staged through the exchanger.
+  struct LocalExchange {
+    std::vector<int> host;  // the exchanger's owners these were made from
+    at::Tensor owner, perm, owners, counts;
+  };
+  LocalExchange local_;
+  bool graphed_ = false;
+  int graph_captures_ = 0;
+
+  void update_plan(int64_t atoms, int64_t edges);
+  void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage);
+  // The pairs of a captured step from graph_v64_: kept while still valid, else made anew and copied
+  // into the captured tensors (or the graph dropped when their padded row count changed).
+  void update_graph_pairs();
+  // One evaluation on topology_ with its sorted float64 edge vectors v64; `cut` receives the halo
+  // exchanges (run at once, or between graph segments). Outputs have padded rows. (layer_passes.cpp:
+  // the forward pass layer by layer, then the backward pass in reverse.)
+  void step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
+            const SegmentedCudaGraph::Cut& cut, EngineResult* out);
+  struct StepState;  // what one step's passes share (layer_passes.cpp)
+  MessageChunkInput message_input(const StepState& s, std::size_t chunk, int layer, const at::Tensor& hu) const;
+  NodeChunkInput node_input(const StepState& s, int layer, int64_t a0, int64_t na) const;
+  void prepare_radials_beside(StepState& s);
+  void zbl_forward(StepState& s);
+  void forward_layer(StepState& s, int layer);
+  void backward_nodes(StepState& s, int layer, at::Tensor* dh);
+  void backward_edges(StepState& s, int layer, at::Tensor* dhu);
+  void backward_layer(StepState& s, int layer);
+  void add_side_grad_v(StepState& s);
+  void finish_gradients(StepState& s, EngineResult* out);
+  void exchange(const at::Tensor& rows, bool forward) const;
+  void update_local_exchange();
+  at::Tensor sorted_vectors(const at::Tensor& vectors64) const;
+};
+
+}  // namespace flashmace

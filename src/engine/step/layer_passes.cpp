@@ -1,0 +1,310 @@
+// FastEngine::step: the forward pass layer by layer (message chunks with split projection, then node
+// chunks), then the backward pass layer by layer in reverse (node chunks, then edge chunks,
+// recomputed or kept), each layer's ghost exchange between them, and the forces and virials from
+// the edge gradients. What the passes share lives in StepState.
+#include <algorithm>
+
+#include "engine/ops/edge_terms.h"
+#include "engine/step/atom_sums.h"
+#include "engine/step/fast_engine.h"
+#include "engine/step/message_stage.h"
+#include "engine/step/node_stage.h"
+
+namespace flashmace {
+
+namespace {
+
+void lap(StageTimer* timer, const char* stage) {
+  if (timer) timer->lap(stage);
+}
+
+at::Tensor slice(const at::Tensor& t, const EdgeChunk& ch) { return t.narrow(0, ch.begin, ch.count); }
+
+}  // namespace
+
+struct FastEngine::StepState {
+  struct Layer {
+    at::Tensor h;                          // [atoms, dim(in)] input features (t > 0)
+    at::Tensor hu;                         // [atoms, dim(in)] their linear_up (t > 0)
+    at::Tensor mlin;                       // [nlocal, dim(target)] projected message sums
+    at::Tensor dens;                       // [nlocal] density sums (density blocks)
+    at::Tensor dmlin, ddens;               // their gradients (backward_nodes)
+    std::vector<MessageChunkState> edges;  // kept chunk states (no-recompute plans)
+    std::vector<NodeChunkState> nodes;
+  };
+  at::Tensor v64, v;                         // [padded edges, 3] sorted edge vectors: float64, model dtype
+  const std::vector<RadialPairs>* pairs;     // per chunk (or null)
+  const SegmentedCudaGraph::Cut* cut;        // receives the halo exchanges
+  const EngineRequest* want;
+  bool keep = false;                         // chunk states kept from forward to backward (no recompute)
+  bool beside = false;                       // later layers' radial MLPs on the side stream
+  at::Tensor x0_table;                       // [present, dim(in)] first-layer features per element present
+  std::vector<Layer> layers;
+  at::Tensor energy;                         // [nlocal] interaction energies (model dtype)
+  at::Tensor h_local;                        // [nlocal, dim(out)] of the last layer run forward
+  at::Tensor zbl_slope;                      // [E] dE_zbl/dr per edge
+  at::Tensor grad_v;                         // [padded edges, 3] dE/dv (model dtype)
+  std::vector<at::Tensor> side_grad_v;       // per chunk, summed on the side stream (beside)
+  at::Tensor gh;                             // dE/d(h_local) of the layer being differentiated
+};
+
+// The inputs of edge chunk k in layer t (x_table: per-element rows in layer 0, per node after).
+MessageChunkInput FastEngine::message_input(const StepState& s, std::size_t k, int t, const at::Tensor& hu) const {
+  const EdgeTopology& topo = topology_;
+  const EdgeChunk& ch = topo.chunks[k];
+  MessageChunkInput in;
+  if (s.pairs && (*s.pairs)[k].index.defined()) in.pairs = &(*s.pairs)[k];
+  in.vectors = slice(s.v, ch);
+  in.z_sender = slice(topo.z_sender, ch);
+  in.z_receiver = slice(topo.z_receiver, ch);
+  in.x_table = t == 0 ? s.x0_table : hu;
+  in.x_index = t == 0 ? slice(topo.sender_slot, ch) : slice(topo.sender, ch);
+  in.rows = topo.chunk_rows[k];
+  in.nrows = ch.nrows;
+  in.row_ptr = topo.chunk_row_ptr[k];
+  in.x_gradient = t > 0;
+  if (t > 0 && !topo.chunk_senders.empty()) in.x_csr = &topo.chunk_senders[k];
+  return in;
+}
+
+NodeChunkInput FastEngine::node_input(const StepState& s, int t, int64_t a0, int64_t na) const {
+  const StepState::Layer& S = s.layers[t];
+  NodeChunkInput in;
+  in.species = topology_.species_local.narrow(0, a0, na);
+  in.groups = topology_.atom_groups[a0 / plan_.atom_chunk];
+  in.mlin = S.mlin.narrow(0, a0, na);
+  if (p_.layers[t].density) in.density = S.dens.narrow(0, a0, na);
+  in.h_in = t == 0 ? h0_table_.index_select(0, in.species) : S.h.narrow(0, a0, na);
+  return in;
+}
+
+// The radial MLPs of layers 1.. need only the edge vectors: with kept states they run on the side
+// stream while layer 0 runs. Tensors that cross streams are shared with the allocator (side_stream.h).
+void FastEngine::prepare_radials_beside(StepState& s) {
+  const int T = p_.config.num_interactions;
+  const std::size_t nchunks = topology_.chunks.size();
+  for (int t = 1; t < T; ++t) s.layers[t].edges.resize(nchunks);
+  side_.run([&] {
+    for (int t = 1; t < T; ++t)
+      for (std::size_t k = 0; k < nchunks; ++k)
+        message_chunk_prepare(geometry_, messages_[t], message_input(s, k, t, at::Tensor()), &s.layers[t].edges[k]);
+  });
+  for (int t = 1; t < T; ++t)
+    for (const MessageChunkState& st : s.layers[t].edges) {
+      const EdgeGeometry& g = st.geometry;
+      for (const at::Tensor& x : {g.vectors, g.r, g.u, g.sh, g.ef, g.def_dr, st.radial, st.hidden, st.density})
+        side_.share(x);
+      for (const at::Tensor& x : g.y) side_.share(x);
+      for (const at::Tensor& x : st.mlp_pre) side_.share(x);
+    }
+}
+
+void FastEngine::zbl_forward(StepState& s) {
+  const EdgeTopology& topo = topology_;
+  const at::Tensor r = at::linalg_vector_norm(s.v, 2, {1}, true);
+  auto [e, slope] = zbl_energy_and_derivative(r, topo.z_sender, topo.z_receiver, p_.zbl_params);
+  for (std::size_t k = 0; k < topo.chunks.size(); ++k)
+    s.energy.narrow(0, topo.chunks[k].row0, topo.chunks[k].nrows)
+        .add_(segment_sum(slice(e, topo.chunks[k]), topo.chunk_row_ptr[k]));
+  s.zbl_slope = slope;
+}
+
+// Layer t forward: its input features (exchanged to the ghosts), the message chunks projected as
+// they come (split projection), the node chunks writing the next features and the energies.
+void FastEngine::forward_layer(StepState& s, int t) {
+  const InteractionParams& L = p_.layers[t];
+  const std::vector<EdgeChunk>& chunks = topology_.chunks;
+  const int64_t nlocal = topology_.nlocal, achunk = plan_.atom_chunk;
+  StepState::Layer& S = s.layers[t];
+  if (t > 0) {
+    if (s.beside && t == 1) side_.join();  // (before the exchange: a capture segment may end there)
+    S.h = at::zeros({topology_.padded_atoms, L.in.dim()}, p_.options);
+    S.h.narrow(0, 0, nlocal).copy_(s.h_local);
+    lap(timer_, "nodes_forward");
+    if (halo_) (*s.cut)([this, h = S.h] { exchange(h, /*forward=*/true); });
+    lap(timer_, "halo_exchange");
+    S.hu = up_[t].forward(S.h);
+  }
+  // (one chunk covers every row: its projection writes them all)
+  const bool one_chunk = chunks.size() == 1 && chunks[0].row0 == 0 && chunks[0].nrows == nlocal;
+  S.mlin = one_chunk ? at::empty({nlocal, L.target.dim()}, p_.options) : at::zeros({nlocal, L.target.dim()}, p_.options);
+  if (L.density) S.dens = at::zeros({nlocal}, p_.options);
+  std::vector<MessageChunkState> prepared = s.beside && t > 0 ? std::move(S.edges) : std::vector<MessageChunkState>();
+  S.edges.clear();
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    const EdgeChunk& ch = chunks[k];
+    MessageChunkState state;
+    if (!prepared.empty()) state = std::move(prepared[k]);  // prepared on the side stream
+    lap(timer_, "edges_forward");
+    const MessageChunkOutput out =
+        message_chunk_forward(geometry_, messages_[t], message_input(s, k, t, S.hu), &state, true, timer_);
+    // Split projection (DESIGN.md idea 3): the linear commutes with the sum over edges, so each
+    // chunk's partial sums are projected right away and the [nlocal, dim(mid)] sum never exists.
+    project_[t].forward_into(out.aggregate, S.mlin.narrow(0, ch.row0, ch.nrows), /*accumulate=*/!one_chunk);
+    if (L.density) S.dens.narrow(0, ch.row0, ch.nrows).add_(out.density);
+    if (s.keep) S.edges.push_back(std::move(state));
+  }
+  lap(timer_, "edges_forward");
+  s.h_local = at::empty({nlocal, L.out.dim()}, p_.options);
+  for (int64_t a0 = 0; a0 < nlocal; a0 += achunk) {
+    const int64_t na = std::min(achunk, nlocal - a0);
+    NodeChunkState state;
+    const NodeChunkOutput out =
+        node_chunk_forward(p_, t, node_linears_[t], sc_[t], node_input(s, t, a0, na), &state, timer_);
+    s.h_local.narrow(0, a0, na).copy_(out.h);
+    s.energy.narrow(0, a0, na).add_(out.energy);
+    if (s.keep) S.nodes.push_back(std::move(state));
+  }
+  lap(timer_, "nodes_forward");
+}
+
+// Layer t backward, node stage: d(projected sums) and d(density) into the layer's dmlin and ddens
+// and, for t > 0, d(input features) into *dh, from s.gh (recomputing each chunk's forward unless kept).
+void FastEngine::backward_nodes(StepState& s, int t, at::Tensor* dh) {
+  const InteractionParams& L = p_.layers[t];
+  StepState::Layer& S = s.layers[t];
+  S.dmlin = at::empty_like(S.mlin);
+  if (L.density) S.ddens = at::empty_like(S.dens);
+  const int64_t nlocal = topology_.nlocal, achunk = plan_.atom_chunk;
+  for (int64_t a0 = 0, k = 0; a0 < nlocal; a0 += achunk, ++k) {
+    const int64_t na = std::min(achunk, nlocal - a0);
+    const NodeChunkInput in = node_input(s, t, a0, na);
+    NodeChunkState state;
+    if (s.keep)
+      state = std::move(S.nodes[k]);
+    else
+      node_chunk_forward(p_, t, node_linears_[t], sc_[t], in, &state, timer_);
+    const NodeChunkGradients gi =
+        node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state, s.gh.narrow(0, a0, na), p_.config.scale, timer_);
+    S.dmlin.narrow(0, a0, na).copy_(gi.mlin);
+    if (L.density) S.ddens.narrow(0, a0, na).copy_(gi.density);
+    if (t > 0 && gi.h_in.defined()) dh->narrow(0, a0, na).add_(gi.h_in);
+  }
+  S.nodes.clear();
+  lap(timer_, "nodes_backward");
+}
+
+// Layer t backward, message stage: per edge chunk (recomputed unless kept) dE/dv into s.grad_v (on
+// the side stream for t > 0 when beside) and, for t > 0, d(up-projected features) into *dhu, from
+// the layer's dmlin and ddens (backward_nodes).
+void FastEngine::backward_edges(StepState& s, int t, at::Tensor* dhu) {
+  const InteractionParams& L = p_.layers[t];
+  StepState::Layer& S = s.layers[t];
+  const std::vector<EdgeChunk>& chunks = topology_.chunks;
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    const EdgeChunk& ch = chunks[k];
+    const MessageChunkInput in = message_input(s, k, t, S.hu);
+    MessageChunkState state;
+    if (s.keep)
+      state = std::move(S.edges[k]);
+    else
+      message_chunk_forward(geometry_, messages_[t], in, &state, /*aggregate=*/false, timer_);
+    // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
+    const at::Tensor dagg = project_[t].transpose(S.dmlin.narrow(0, ch.row0, ch.nrows));
+    const at::Tensor dd = L.density ? S.ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
+    lap(timer_, "edges_backward");
+    const MessageEdgeGrads grads = message_chunk_backward_messages(messages_[t], in, state, dagg, dhu, timer_);
+    if (s.beside && t > 0) {
+      for (const at::Tensor& x : {grads.radial, grads.hidden, grads.harmonics, dd}) side_.share(x);
+      side_.run([&] {
+        const at::Tensor gv = message_chunk_backward_edges(geometry_, messages_[t], in, state, grads, dd);
+        s.side_grad_v[k] = s.side_grad_v[k].defined() ? s.side_grad_v[k].add_(gv) : gv;
+      });
+      side_.share(s.side_grad_v[k]);
+    } else {
+      s.grad_v.narrow(0, ch.begin, ch.count)
+          .add_(message_chunk_backward_edges(geometry_, messages_[t], in, state, grads, dd, timer_));
+    }
+  }
+  S.edges.clear();
+  lap(timer_, "edges_backward");
+}
+
+void FastEngine::backward_layer(StepState& s, int t) {
+  const InteractionParams& L = p_.layers[t];
+  StepState::Layer& S = s.layers[t];
+  const int64_t nlocal = topology_.nlocal, atoms = topology_.padded_atoms;
+  if (!s.gh.defined()) s.gh = at::zeros({nlocal, L.out.dim()}, p_.options);
+  at::Tensor dh = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
+  // The zeros the conv TP backward sums dR into are cleared on the side stream meanwhile.
+  const bool dR_ahead = s.beside && t > 0 && !messages_[t].first;
+  if (dR_ahead) {
+    side_.run([&] {
+      for (std::size_t k = 0; k < S.edges.size(); ++k)
+        S.edges[k].dR_rows =
+            conv_tp_dR_rows(messages_[t].tp, S.edges[k].radial, s.pairs && (*s.pairs)[k].index.defined());
+    });
+    for (const MessageChunkState& st : S.edges) side_.share(st.dR_rows);
+  }
+  backward_nodes(s, t, &dh);
+  at::Tensor dhu = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
+  if (dR_ahead) side_.join();
+  backward_edges(s, t, &dhu);
+  if (t > 0) {
+    up_[t].transpose_into(dhu, dh, /*accumulate=*/true);
+    if (halo_) add_side_grad_v(s);  // (a capture segment may end at the exchange)
+    if (halo_) (*s.cut)([this, dh] { exchange(dh, /*forward=*/false); });
+    lap(timer_, "halo_exchange");
+    s.gh = dh.narrow(0, 0, nlocal);
+  }
+}
+
+// The side stream's dE/dv, added once it is done.
+void FastEngine::add_side_grad_v(StepState& s) {
+  const std::vector<EdgeChunk>& chunks = topology_.chunks;
+  if (!s.beside) return;
+  side_.join();
+  for (std::size_t k = 0; k < chunks.size(); ++k)
+    if (s.side_grad_v[k].defined()) s.grad_v.narrow(0, chunks[k].begin, chunks[k].count).add_(s.side_grad_v[k]);
+  s.side_grad_v.assign(chunks.size(), at::Tensor());
+}
+
+// ZBL's edge gradients, then forces and virials in float64 from the receiver-sorted edge gradients
+// (atom_sums.h).
+void FastEngine::finish_gradients(StepState& s, EngineResult* result) {
+  add_side_grad_v(s);
+  if (p_.zbl) {
+    // dE/dv = scale * dE_zbl/dr * v / r (every receiver is owned, so every edge counts once)
+    const at::Tensor r = at::linalg_vector_norm(s.v, 2, {1}, true);
+    s.grad_v.add_(p_.config.scale * s.zbl_slope.unsqueeze(1) * s.v / r);
+  }
+  AtomSumsRequest sums;
+  sums.forces = s.want->forces;
+  sums.virial = s.want->virial;
+  sums.atom_virial = s.want->atom_virial;
+  AtomSums r = atom_sums(topology_, s.grad_v, s.v64, sums);
+  result->forces = r.forces;
+  result->virial = r.virial;
+  result->atom_virial = r.atom_virial;
+}
+
+void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
+                      const SegmentedCudaGraph::Cut& cut, EngineResult* result) {
+  const MaceConfig& c = p_.config;
+  const int T = c.num_interactions;
+  StepState s;
+  s.v64 = v64;
+  s.v = v64.to(p_.options);
+  s.pairs = pairs;
+  s.cut = &cut;
+  s.want = &want;
+  s.keep = want.any() && !plan_.recompute;
+  s.beside = side_.active() && s.keep && T > 1 && !timer_;
+  s.x0_table = hu0_table_.index_select(0, topology_.present_index);
+  s.layers.resize(T);
+  s.energy = at::zeros({topology_.nlocal}, p_.options);
+  if (s.beside) prepare_radials_beside(s);
+
+  if (p_.zbl) zbl_forward(s);
+  for (int t = 0; t < T; ++t) forward_layer(s, t);
+  result->node_energy =
+      (c.scale * s.energy + c.shift).to(at::kDouble) + p_.atomic_energies_f64.index_select(0, topology_.species_local);
+  if (!want.any()) return;
+
+  s.grad_v = at::zeros_like(s.v);
+  s.side_grad_v.resize(topology_.chunks.size());
+  for (int t = T - 1; t >= 0; --t) backward_layer(s, t);
+  finish_gradients(s, result);
+}
+
+}  // namespace flashmace

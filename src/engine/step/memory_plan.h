@@ -1,0 +1,40 @@
+#pragma once
+// How the fast engine splits a step to fit a memory budget: edges per chunk of the message stage,
+// atoms per chunk of the node stage, and whether the chunks' intermediates are kept from the
+// forward to the backward pass (no recompute) or recomputed there (activation checkpointing).
+// Torch-free: the per-edge and per-atom costs come from the model's shapes.
+#include <cstdint>
+#include <string>
+
+namespace flashmace {
+
+struct StageCosts {
+  double kept_per_edge = 0;       // what a step without recompute keeps per edge, all layers together
+  double kept_per_atom = 0;       // likewise per atom of the node stage
+  double transient_per_edge = 0;  // working set of one edge while its chunk is processed (one layer)
+  double recomputed_per_edge = 0; // what recompute rebuilds per edge of a chunk (the largest layer)
+  double transient_per_atom = 0;  // working set of one atom in the node stage (one layer)
+  double resident_per_atom = 0;   // what lives for the whole step (features, saved layer inputs)
+  double resident_per_edge = 0;   // likewise per edge (the cached edge topology, sorted vectors, dE/dv)
+};
+
+struct MemoryPlan {
+  int64_t edge_chunk = 1;
+  int64_t atom_chunk = 1;
+  bool recompute = true;      // recompute chunk intermediates in the backward pass
+  double predicted_peak = 0;  // bytes
+  std::string describe(int64_t atoms, int64_t edges) const;
+};
+
+// Edge chunks of a no-recompute plan are at least this long (or all edges): shorter chunks would
+// trade the recompute for launch overhead.
+constexpr int64_t kMinKeptEdgeChunk = 16384;
+
+// Chunks that fit `budget` bytes. Forced sizes (> 0) win over the budget and mean recompute. Without
+// recompute every chunk's intermediates stay alive until the backward pass; that mode is chosen when
+// they all fit next to one chunk's working set (edge chunks then as long as the rest of the budget
+// allows), else the step recomputes with chunks sized to the budget.
+MemoryPlan plan_memory(const StageCosts& costs, int64_t atoms, int64_t edges, double budget, int64_t forced_edge_chunk,
+                       int64_t forced_atom_chunk);
+
+}  // namespace flashmace

@@ -1,0 +1,143 @@
+#include "engine/step/message_stage.h"
+
+#include <tuple>
+
+#include "core/error.h"
+#include "model/stage_timer.h"
+
+namespace flashmace {
+
+at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& row_ptr) {
+  const at::Tensor lengths = row_ptr.diff();
+  return at::segment_reduce(values, "sum", lengths, {}, {}, 0, /*unsafe=*/true, at::Scalar(0));
+}
+
+namespace {
+
+void lap(StageTimer* timer, const char* stage) {
+  if (timer) timer->lap(stage);
+}
+
+// cuBLAS may use TF32 for float32 GEMMs while this lives (when asked), as before afterwards.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool on) : previous_(at::globalContext().allowTF32CuBLAS()), on_(on) {
+    if (on_) at::globalContext().setAllowTF32CuBLAS(true);
+  }
+  ~Tf32Scope() {
+    if (on_) at::globalContext().setAllowTF32CuBLAS(previous_);
+  }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  bool previous_, on_;
+};
+
+at::Tensor radial_index(const MessageChunkInput& in) { return in.pairs ? in.pairs->index : at::Tensor(); }
+
+}  // namespace
+
+at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows) {
+  const at::Tensor counts = at::bincount(rows, {}, nrows);
+  return at::cat({at::zeros({1}, counts.options()), at::cumsum(counts, 0)});
+}
+
+void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& layer, const MessageChunkInput& in,
+                           MessageChunkState* s, StageTimer* timer) {
+  s->geometry = geometry.forward(in.vectors, in.z_sender, in.z_receiver);
+  lap(timer, "edge_geometry");
+  const Tf32Scope tf32(layer.tf32);
+  // With pairs, one MLP row per pair (its first edge's features, equal bit for bit to the second's).
+  const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
+  if (layer.first) {
+    s->hidden = radial_mlp_hidden(layer.radial, ef, &s->mlp_pre);
+  } else {
+    s->radial = radial_mlp_forward(layer.radial, ef, &s->mlp_pre);
+  }
+  lap(timer, "radial_mlp");
+}
+
+MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
+                                         const MessageChunkInput& in, MessageChunkState* s, bool aggregate,
+                                         StageTimer* timer) {
+  const InteractionParams& L = *layer.params;
+  if (!s->geometry.ef.defined()) message_chunk_prepare(geometry, layer, in, s, timer);
+  MessageChunkOutput out;
+  if (!aggregate) return out;
+  if (layer.first) {
+    const at::Tensor S = layer.first->sums(s->hidden, s->geometry.sh, in.x_index, in.row_ptr, in.nrows,
+                                           in.x_table.size(0), radial_index(in));
+    out.aggregate = layer.first->aggregate(S, in.x_table);
+  } else {
+    // Fused gather + tensor product + radial weights + receiver sum: no per-edge message tensor.
+    out.aggregate = conv_tp_aggregate(layer.tp, in.x_table, in.x_index, s->geometry.sh, s->radial, in.row_ptr, in.nrows,
+                                      radial_index(in));
+  }
+  lap(timer, "tp_forward");
+  if (L.density) {
+    s->density = density_forward(L, s->geometry.ef);
+    out.density = segment_sum(s->density.squeeze(1), in.row_ptr);
+  }
+  return out;
+}
+
+MessageEdgeGrads message_chunk_backward_messages(const MessageLayer& layer, const MessageChunkInput& in,
+                                                 const MessageChunkState& s, const at::Tensor& grad_aggregate,
+                                                 at::Tensor* x_table_grad, StageTimer* timer) {
+  const ConvTPOp& tp = layer.tp;
+  if (layer.first && in.x_gradient)
+    throw Error("message stage: a reassociated layer has no x-table gradient (its rows are species)");
+  MessageEdgeGrads grads;
+  if (layer.first) {
+    const at::Tensor dS = layer.first->aggregate_backward(grad_aggregate, in.x_table, s.hidden.size(1));
+    std::tie(grads.hidden, grads.harmonics) =
+        layer.first->sums_backward(dS, s.hidden, s.geometry.sh, in.x_index, in.row_ptr, radial_index(in));
+  } else {
+    // With pairs, dR comes summed per shared row: the MLP's backward then runs on one row per pair.
+    const bool by_row = in.pairs != nullptr;
+    const ConvTPEdgeGrads g =
+        in.x_gradient ? conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
+                                                   in.row_ptr, *x_table_grad,
+                                                   in.x_csr ? *in.x_csr : xindex_csr(in.x_index, in.x_table.size(0)),
+                                                   radial_index(in), by_row, s.dR_rows)
+                      : conv_tp_aggregate_backward(tp, grad_aggregate, in.x_table, in.x_index, s.geometry.sh, s.radial,
+                                                   in.row_ptr, {}, {}, radial_index(in), by_row, s.dR_rows);
+    grads.radial = g.dR;
+    grads.harmonics = g.dY;
+  }
+  lap(timer, "tp_backward");
+  return grads;
+}
+
+at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const MessageLayer& layer,
+                                        const MessageChunkInput& in, MessageChunkState& s,
+                                        const MessageEdgeGrads& grads, const at::Tensor& grad_density,
+                                        StageTimer* timer) {
+  const InteractionParams& L = *layer.params;
+  at::Tensor grad_ef;
+  {
+    const Tf32Scope tf32(layer.tf32);
+    // Through the output layer: per edge, or per shared row (dR already summed over its pair).
+    at::Tensor grad_hidden = layer.first ? grads.hidden : at::mm(grads.radial, layer.radial.back().t());
+    // A pair's MLP row gets both edges' gradients; its distance gradient goes half to each edge.
+    if (in.pairs && layer.first) grad_hidden = sum_pair_rows(*in.pairs, grad_hidden);
+    grad_ef = radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden);
+    if (in.pairs) grad_ef = grad_ef.index_select(0, in.pairs->index) * in.pairs->share;
+  }
+  if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
+  lap(timer, "radial_backward");
+  const at::Tensor gv = geometry.vjp(s.geometry, grads.harmonics, grad_ef);
+  lap(timer, "geometry_backward");
+  s = MessageChunkState{};
+  return gv;
+}
+
+at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
+                                  const MessageChunkInput& in, MessageChunkState& s, const at::Tensor& grad_aggregate,
+                                  const at::Tensor& grad_density, at::Tensor* x_table_grad, StageTimer* timer) {
+  const MessageEdgeGrads grads = message_chunk_backward_messages(layer, in, s, grad_aggregate, x_table_grad, timer);
+  return message_chunk_backward_edges(geometry, layer, in, s, grads, grad_density, timer);
+}
+
+}  // namespace flashmace

@@ -1,0 +1,110 @@
+#pragma once
+// One chunk of edges of one interaction layer (mace_spec.md 6.1-6.3), forward and backward:
+// geometry -> radial MLP -> tensor product with the senders' features -> sum over each receiver's
+// edges. The chunk's edges are consecutive in receiver order; its receivers are rows
+// [row0, row0 + nrows) of the layer's owned atoms. Internal to the fast engine (ATen).
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <vector>
+
+#include "engine/ops/conv_tp_op.h"
+#include "engine/ops/edge_geometry_op.h"
+#include "engine/ops/edge_terms.h"
+#include "engine/ops/first_layer.h"
+#include "engine/ops/radial_pairs.h"
+#include "model/mace_params.h"
+
+namespace flashmace {
+
+struct MessageChunkInput {
+  at::Tensor vectors;     // [Ec, 3] model dtype
+  at::Tensor z_sender;    // [Ec] atomic numbers
+  at::Tensor z_receiver;  // [Ec]
+  at::Tensor x_table;     // [X, dim(in)] up-projected sender features: per node, or per species in layer 0
+  at::Tensor x_index;     // [Ec] rows of x_table
+  at::Tensor rows;        // [Ec] receiver row minus row0 (non-decreasing)
+  int64_t nrows = 0;
+  at::Tensor row_ptr;                  // [nrows + 1] CSR of `rows` (edges of row r: row_ptr[r] .. row_ptr[r+1]-1)
+  bool x_gradient = false;             // whether backward() must produce d(x_table)
+  const XIndexCsr* x_csr = nullptr;    // xindex_csr(x_index, X) if known (else built by backward())
+  const RadialPairs* pairs = nullptr;  // set: the radial MLP runs once per pair (radial_pairs.h)
+};
+
+// What the forward pass of a chunk leaves for its backward (kept when the plan does not recompute).
+struct MessageChunkState {
+  EdgeGeometry geometry;
+  std::vector<at::Tensor> mlp_pre;  // per radial row: [Ec, ...], or [U, ...] with pairs
+  at::Tensor radial;                // [Ec or U, weight_numel] (not in reassociated layers)
+  at::Tensor hidden;                // [Ec or U, H] the radial MLP's last hidden layer (reassociated layers)
+  at::Tensor density;               // [Ec, 1] density blocks
+  at::Tensor dR_rows;               // conv_tp_dR_rows, made ahead of the backward pass (or undefined)
+};
+
+struct MessageChunkOutput {
+  at::Tensor aggregate;  // [nrows, dim(mid)] sum of the chunk's messages per receiver
+  at::Tensor density;    // [nrows] sum of the density term per receiver (density blocks)
+};
+
+class StageTimer;
+
+// What one layer's message stage runs with, built once per model.
+struct MessageLayer {
+  // reassociate: run the layer as first_layer.h (its x_table rows are then per sender species slot).
+  MessageLayer(const InteractionParams& layer, ConvTPOp tp, bool tf32 = false, bool reassociate = false)
+      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)), tf32(tf32) {
+    if (reassociate) first.emplace(this->tp.descriptor(), radial.back());
+  }
+  const InteractionParams* params;    // the model's layer (density weights)
+  std::vector<at::Tensor> radial;     // fold_radial_mlp of its radial MLP
+  ConvTPOp tp;                        // its fused tensor-product kernels (conv_tp_op.h)
+  bool tf32;                          // radial-MLP GEMMs on TF32 tensor cores (float32 on CUDA)
+  std::optional<FirstLayerOp> first;  // set: the layer runs reassociated (no R, no per-edge TP)
+};
+
+// The part of a chunk's forward pass that needs only the edge vectors: geometry and radial MLP
+// (state->geometry, mlp_pre, radial or hidden). It can run ahead of the layer's features (on a
+// second CUDA stream while earlier layers run: fast_engine.cpp).
+void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& layer, const MessageChunkInput& in,
+                           MessageChunkState* state, StageTimer* timer = nullptr);
+
+// geometry: the model's edge geometry (edge_geometry_op.h). Runs message_chunk_prepare unless the
+// state was prepared already. aggregate = false recomputes only what the backward pass needs
+// (geometry, radial MLP), not the messages. A timer, if given, is charged per piece (edge_geometry,
+// radial_mlp, tp_forward; tp_backward, radial_backward, geometry_backward).
+MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
+                                         const MessageChunkInput& in, MessageChunkState* state, bool aggregate = true,
+                                         StageTimer* timer = nullptr);
+
+// The backward pass in two parts. The first needs the features: from d(aggregate) [nrows,
+// dim(mid)] it gives the gradients of the edge terms (dR summed into state.dR_rows if defined) (radial weights or, reassociated, the radial
+// MLP's last hidden layer; harmonics) and, if in.x_gradient, adds d(x_table) into *x_table_grad.
+struct MessageEdgeGrads {
+  at::Tensor radial;     // dE/dR, per edge or per shared radial row (not in reassociated layers)
+  at::Tensor hidden;     // dE/d(hidden), per edge (reassociated layers)
+  at::Tensor harmonics;  // dE/dY [Ec, dim(sh)]
+};
+MessageEdgeGrads message_chunk_backward_messages(const MessageLayer& layer, const MessageChunkInput& in,
+                                                 const MessageChunkState& state, const at::Tensor& grad_aggregate,
+                                                 at::Tensor* x_table_grad, StageTimer* timer = nullptr);
+// The second needs only the edge terms: with d(density) [nrows] (density blocks) it returns dE/dv
+// [Ec, 3] through the radial MLP and the geometry. Consumes the state.
+at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const MessageLayer& layer,
+                                        const MessageChunkInput& in, MessageChunkState& state,
+                                        const MessageEdgeGrads& grads, const at::Tensor& grad_density,
+                                        StageTimer* timer = nullptr);
+
+// Both parts: dE/dv [Ec, 3], and d(x_table) added into *x_table_grad if in.x_gradient.
+at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
+                                  const MessageChunkInput& in, MessageChunkState& state,
+                                  const at::Tensor& grad_aggregate, const at::Tensor& grad_density,
+                                  at::Tensor* x_table_grad, StageTimer* timer = nullptr);
+
+// The CSR row pointer [nrows + 1] of non-decreasing rows.
+at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows);
+
+// Receiver-sorted segment sum: per row of the CSR row_ptr [nrows + 1], the sum of its edges' values.
+// Deterministic (one reduction per row, in edge order).
+at::Tensor segment_sum(const at::Tensor& values, const at::Tensor& row_ptr);
+
+}  // namespace flashmace

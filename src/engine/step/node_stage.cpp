@@ -1,0 +1,110 @@
+#include "engine/step/node_stage.h"
+
+#include "model/e3nn_ops.h"
+#include "model/stage_timer.h"
+
+namespace flashmace {
+
+namespace {
+
+// [n, dim] in mul_ir layout with all blocks of multiplicity C -> [n, C, K] (blocks side by side on
+// the last axis), and back.
+at::Tensor to_channels(const at::Tensor& x, const Irreps& irreps) { return at::cat(split_irreps(x, irreps), 2); }
+
+at::Tensor from_channels(const at::Tensor& a, const Irreps& irreps) {
+  std::vector<at::Tensor> blocks;
+  int64_t offset = 0;
+  for (const auto& b : irreps.blocks()) {
+    blocks.push_back(a.narrow(2, offset, b.ir.dim()).reshape({a.size(0), b.dim()}));
+    offset += b.ir.dim();
+  }
+  return at::cat(blocks, 1);
+}
+
+void lap(StageTimer* timer, const char* stage) {
+  if (timer) timer->lap(stage);
+}
+
+}  // namespace
+
+NodeLinears::NodeLinears(const MaceParams& m, int t) {
+  const InteractionParams& L = m.layers[t];
+  const MaceConfig& c = m.config;
+  const Irreps scalars = Irreps::scalars(c.channels()), one = Irreps::scalars(1);
+  skip = L.residual ? SpeciesLinear(L.skip_tp, L.in, c.num_elements(), L.out)
+                    : SpeciesLinear(L.skip_tp, L.target, c.num_elements(), L.target);
+  product = IrrepsLinear(L.product_linear, L.out, L.out);
+  if (t < c.num_interactions - 1) {
+    readout.emplace_back(L.readout[0], scalars, one);
+  } else {
+    const Irreps mlp = Irreps::parse(c.mlp_irreps);
+    readout.emplace_back(L.readout[0], scalars, mlp);
+    readout.emplace_back(L.readout[1], mlp, one);
+  }
+}
+
+NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeLinears& lin, const ScOp& sc,
+                                   const NodeChunkInput& in, NodeChunkState* s, StageTimer* timer) {
+  const InteractionParams& L = m.layers[t];
+  const MaceConfig& c = m.config;
+  const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin;
+  s->m = L.residual ? m0 : lin.skip.forward(m0, in.groups);
+  s->sc_a = to_channels(s->m, L.target).contiguous();
+  lap(timer, "nodes_forward");
+  const at::Tensor b = sc.forward(s->sc_a, in.species);
+  lap(timer, "sc_forward");
+  NodeChunkOutput out;
+  s->h = lin.product.forward(b);
+  if (L.residual) lin.skip.forward_add(in.h_in, in.groups, s->h);
+  out.h = s->h;
+  // Readout (mace_spec.md 8): only the 0e block of h reaches it.
+  const at::Tensor h0 = s->h.narrow(1, 0, c.channels());
+  if (lin.readout.size() == 1) {
+    out.energy = lin.readout[0].forward(h0).squeeze(1);
+  } else {
+    s->readout_pre = lin.readout[0].forward(h0);
+    out.energy = lin.readout[1].forward(normalized_silu(s->readout_pre)).squeeze(1);
+  }
+  return out;
+}
+
+NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeLinears& lin, const ScOp& sc,
+                                       const NodeChunkInput& in, NodeChunkState& s, const at::Tensor& grad_h,
+                                       double energy_weight, StageTimer* timer) {
+  const InteractionParams& L = m.layers[t];
+  const MaceConfig& c = m.config;
+  const int64_t n = in.species.size(0);
+  const at::Tensor ge = at::full({n, 1}, energy_weight, grad_h.options());
+
+  // readout: its gradient added to the 0e columns of dE/dh
+  at::Tensor gh = grad_h.clone();
+  const at::Tensor gh0 = gh.narrow(1, 0, c.channels());
+  if (lin.readout.size() == 1) {
+    lin.readout[0].transpose_into(ge, gh0, /*accumulate=*/true);
+  } else {
+    const at::Tensor ga = lin.readout[1].transpose(ge);
+    const at::Tensor sig = at::sigmoid(s.readout_pre);
+    const at::Tensor gz = ga * (kSiluNormalization * sig * (1.0 + s.readout_pre * (1.0 - sig)));
+    lin.readout[0].transpose_into(gz, gh0, /*accumulate=*/true);
+  }
+
+  NodeChunkGradients out;
+  if (L.residual) out.h_in = lin.skip.transpose(gh, in.groups);
+  const at::Tensor gb = lin.product.transpose(gh);
+  lap(timer, "nodes_backward");
+  const at::Tensor ga = sc.backward(s.sc_a, in.species, gb);
+  lap(timer, "sc_backward");
+  at::Tensor gm = from_channels(ga, L.target);
+  if (!L.residual) gm = lin.skip.transpose(gm, in.groups);
+  if (L.density) {
+    const at::Tensor d1 = in.density.unsqueeze(1) + 1.0;
+    out.mlin = gm / d1;
+    out.density = -(gm * in.mlin).sum(1) / (d1 * d1).squeeze(1);
+  } else {
+    out.mlin = gm;
+  }
+  s = NodeChunkState{};
+  return out;
+}
+
+}  // namespace flashmace

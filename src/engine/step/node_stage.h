@@ -1,0 +1,63 @@
+#pragma once
+// The node work of one interaction layer for a block of owned atoms (mace_spec.md 6.3-8), forward
+// and explicit backward: normalise the projected message, element skip connection, symmetric
+// contraction, product linear, residual, readout. No autograd. Internal to the fast engine (ATen).
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "engine/ops/irreps_linear.h"
+#include "engine/ops/sc_op.h"
+#include "engine/ops/species_linear.h"
+#include "model/mace_params.h"
+
+namespace flashmace {
+
+// A layer's node linears in the fast engine's form (irreps_linear.h), built once per model.
+struct NodeLinears {
+  NodeLinears(const MaceParams& model, int layer);
+  SpeciesLinear skip;               // the element skip connection (skip_tp)
+  IrrepsLinear product;             // product_linear
+  std::vector<IrrepsLinear> readout;  // readout[0] (and readout[1] in the last layer's MLP)
+};
+
+struct NodeChunkInput {
+  at::Tensor mlin;     // [n, dim(target)] projected message sums: divided by avg_num_neighbors already
+                       // (folded into the projection) without a density block, unnormalised with one
+  at::Tensor density;  // [n] density sums (density blocks)
+  at::Tensor h_in;     // [n, dim(in)] the layer's input features (residual blocks)
+  at::Tensor species;  // [n]
+  SpeciesGroups groups;  // the rows of each element present, for the skip connection's GEMMs
+};
+
+struct NodeChunkState {
+  at::Tensor m;                 // [n, dim(target)] normalised message (after the skip in non-residual blocks)
+  at::Tensor sc_a;              // [n, C, K] symmetric-contraction input
+  at::Tensor h;                 // [n, dim(out)]
+  at::Tensor readout_pre;       // [n, dim(mlp)] last layer: the readout MLP's pre-activation
+};
+
+struct NodeChunkOutput {
+  at::Tensor h;       // [n, dim(out)]
+  at::Tensor energy;  // [n] the layer's readout
+};
+
+class StageTimer;
+
+// sc: the layer's symmetric-contraction executor. A timer, if given, is charged "sc_forward" /
+// "sc_backward" for the contraction and "nodes_forward" / "nodes_backward" for the rest.
+NodeChunkOutput node_chunk_forward(const MaceParams& model, int layer, const NodeLinears& linears, const ScOp& sc,
+                                   const NodeChunkInput& in, NodeChunkState* state, StageTimer* timer = nullptr);
+
+struct NodeChunkGradients {
+  at::Tensor mlin;     // [n, dim(target)]
+  at::Tensor density;  // [n] (density blocks)
+  at::Tensor h_in;     // [n, dim(in)] (residual blocks; undefined otherwise)
+};
+
+// grad_h: dE/dh [n, dim(out)] from the next layer; energy_weight: dE/d(readout) (the model's scale).
+NodeChunkGradients node_chunk_backward(const MaceParams& model, int layer, const NodeLinears& linears, const ScOp& sc,
+                                       const NodeChunkInput& in, NodeChunkState& state, const at::Tensor& grad_h,
+                                       double energy_weight, StageTimer* timer = nullptr);
+
+}  // namespace flashmace

@@ -1,0 +1,52 @@
+"""flashmace-bench runs end to end in a tiny CPU configuration, so that it cannot rot: the numbers
+it reports are internally consistent (structure size, edge count, throughput, breakdown)."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+BENCH = os.environ["FLASHMACE_BENCH"]
+MODEL = os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "potentials", "testing", "tiny-cuni-random.safetensors")
+
+
+def run(tmp_path, *args):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([BENCH, "--model", MODEL, "--warmup", "1", "--steps", "2", "--json", str(out), *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text()), proc.stdout
+
+
+STAGES = {"reference": ("spherical_harmonics", "radial", "tensor_product", "symmetric_contraction", "linears",
+                        "readout", "backward"),
+          "fast": ("graph", "edges_forward", "nodes_forward", "nodes_backward", "edges_backward")}
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_tiny_fcc_benchmark_reports_consistent_numbers(tmp_path, path):
+    report, stdout = run(tmp_path, "--cells", "2", "--elements", "Cu,Ni", "--path", path)
+    assert report["path"] == path
+    r = report["result"]
+    assert r["atoms"] == 32  # 2x2x2 fcc conventional cells
+    # r_max 4.5 A with a = 3.61: 12 + 6 + 24 = 42 neighbours inside 4.5 A for an ideal fcc lattice;
+    # the 0.05 A perturbation moves few pairs across the cutoff.
+    assert 38 * 32 <= r["edges"] <= 46 * 32
+    assert r["ms_per_step"] > 0
+    assert np.isclose(r["atom_steps_per_s"], r["atoms"] / (r["ms_per_step"] * 1e-3))
+    for stage in STAGES[path]:
+        assert r["stage_ms"][stage] > 0, stage
+    assert "ms/step" in stdout and "breakdown" in stdout
+
+
+def test_sweep_stops_at_the_bound_and_reports_the_largest(tmp_path):
+    report, stdout = run(tmp_path, "--cells", "1", "--max-cells", "2", "--sweep", "--no-breakdown")
+    assert [s["atoms"] for s in report["sweep"]] == [4, 32]
+    assert report["largest_atoms"] == 32
+    assert "largest system that fits: 32 atoms" in stdout
+
+
+def test_bad_arguments_fail_with_a_message(tmp_path):
+    proc = subprocess.run([BENCH, "--model", MODEL, "--path", "quick"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "--path quick: use fast or reference" in proc.stderr

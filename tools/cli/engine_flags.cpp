@@ -1,0 +1,39 @@
+#include "engine_flags.h"
+
+#include <algorithm>
+
+namespace flashmace {
+
+const char* const kEngineFlagsUsage =
+    "engine options (as pair_style mace/flash keywords, docs/pair_style.md):\n"
+    "  --path fast|reference            the evaluation path (default fast)\n"
+    "  --dtype float32|float64  --device cpu|cuda|cuda:N\n"
+    "  --edge-chunk N  --atom-chunk N   fast path: force chunk sizes (default: the memory planner's)\n"
+    "  --memory GB                      fast path: working-memory budget (default: 1 GiB on CPU, half the free GPU memory)\n"
+    "  --sc auto|specialized|generic    fast path: symmetric-contraction executor (default auto)\n"
+    "  --tf32                           fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores\n"
+    "  --no-reassociate                 fast path: the first interaction per edge, not per sender species\n"
+    "  --radial-pairs auto|on|off       fast path: one radial MLP per pair of reverse edges (default auto)\n"
+    "  --cuda-graph on|off              fast path on CUDA: replay steps that fit one chunk as CUDA graphs (on)\n"
+    "  --side-stream on|off             fast path on CUDA: later layers' radial MLPs on a second stream (on)\n";
+
+bool set_cli_engine_option(EngineOptions& options, int argc, char** argv, int* i) {
+  const std::string flag = argv[*i];
+  if (flag == "--tf32") return set_engine_option(options, "tf32", "yes");
+  if (flag == "--no-reassociate") return set_engine_option(options, "reassociate", "no");
+  if (flag.rfind("--", 0) != 0) return false;
+  std::string key = flag.substr(2);
+  std::replace(key.begin(), key.end(), '-', '_');
+  const auto& keys = engine_option_keys();
+  if (std::find(keys.begin(), keys.end(), key) == keys.end()) return false;
+  if (*i + 1 >= argc) throw Error(flag + " needs a value");
+  const std::string value = argv[++*i];
+  try {
+    return set_engine_option(options, key, value);
+  } catch (const OptionError& e) {
+    // "edge_chunk -5: ..." spelled as the flag was: "--edge-chunk -5: ..."
+    throw Error(std::string(e.what()).replace(0, key.size(), flag));
+  }
+}
+
+}  // namespace flashmace
