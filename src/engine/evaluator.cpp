@@ -72,6 +72,7 @@ class TensorEvaluator : public Evaluator {
 
   void evaluate(const GraphView& view, HaloExchanger* halo, const Request& req, const Outputs& out) override {
     check_view(view, out, req);
+    ++evaluations_;
     const GraphTensors g = wrap_graph(view, device_);
     const at::Tensor vectors = wrap_doubles(view.vectors, {view.nedges, 3}, device_);
     write_outputs(compute(g, vectors, view.nlocal, halo, engine_request(req)), view, req, out, device_);
@@ -86,6 +87,9 @@ class TensorEvaluator : public Evaluator {
   std::string path_;
   at::Device device_;
   std::string dtype_;
+
+ protected:
+  int64_t evaluations_ = 0;
 };
 
 class ReferenceEvaluator : public TensorEvaluator {
@@ -95,6 +99,11 @@ class ReferenceEvaluator : public TensorEvaluator {
         params_(MaceParams::load(file, dtype == "float64" ? at::kDouble : at::kFloat, device)) {}
   const MaceConfig& config() const override { return params_.config; }
   void set_stage_timer(StageTimer* timer) override { timer_ = timer; }
+  EvaluationCounters counters() const override {
+    EvaluationCounters c;
+    c.evaluations = evaluations_;
+    return c;
+  }
 
  protected:
   EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
@@ -123,6 +132,11 @@ class FastEvaluator : public TensorEvaluator {
   std::string sc_executor() const override { return engine_.sc_executor(); }
   std::string tp_executor() const override { return engine_.tp_executor(); }
   void set_stage_timer(StageTimer* timer) override { engine_.set_stage_timer(timer); }
+  EvaluationCounters counters() const override {
+    EvaluationCounters c = engine_.counters();
+    c.evaluations = evaluations_;
+    return c;
+  }
 
  protected:
   EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,

@@ -39,6 +39,16 @@ struct Request {
   bool atom_virial = false;
 };
 
+// What the evaluations since the evaluator was made rebuilt (the fast path's caches: a plain MD step
+// between neighbour-list builds should rebuild nothing). The reference path counts evaluations only.
+struct EvaluationCounters {
+  int64_t evaluations = 0;
+  int64_t topology_builds = 0;     // edge topologies (receiver order, chunks, CSRs) built
+  int64_t radial_pair_builds = 0;  // reverse-edge pairings made
+  int64_t graph_captures = 0;      // CUDA graphs captured
+  int64_t graph_replays = 0;       // steps replayed from a captured graph
+};
+
 // Caller-owned float64 outputs on the evaluator's device; a pointer may be null when not requested.
 struct Outputs {
   double* energy = nullptr;       // [1] sum over owned atoms, E0 included (eV)
@@ -70,6 +80,8 @@ class Evaluator {
   // exchange (correct only when there are no ghosts, or to show what the exchange is for).
   virtual void evaluate(const GraphView& graph, HaloExchanger* halo, const Request& request,
                         const Outputs& outputs) = 0;
+
+  virtual EvaluationCounters counters() const = 0;
 
   // Charge the stages of following evaluations to `timer` (nullptr: stop). For benchmarks.
   virtual void set_stage_timer(StageTimer* timer) = 0;

@@ -16,8 +16,9 @@ Fix* create_report_fix(LAMMPS* lmp, int narg, char** arg) { return new FixMACEFl
 FixMACEFlashReport::FixMACEFlashReport(LAMMPS* lmp, int narg, char** arg) : Fix(lmp, narg, arg) {}
 
 void FixMACEFlashReport::post_run() {
-  // (the pair style may have been replaced since: then there is nothing to report)
-  if (auto* pair = dynamic_cast<PairMACEFlash*>(force->pair)) pair->report_exchange();
+  // (the pair style may have been replaced since: then there is nothing to report; under pair_style
+  // hybrid it is the sub-style)
+  if (auto* pair = dynamic_cast<PairMACEFlash*>(force->pair_match("mace/flash", 0))) pair->finish();
 }
 
 void FixMACEFlashReport::ensure(LAMMPS* lmp) {

@@ -320,7 +320,28 @@ void PairMACEFlash::evaluate_or_stop(const std::function<void()>& evaluation) {
   }
 }
 
-void PairMACEFlash::finish() { report_exchange(); }
+void PairMACEFlash::finish() {
+  report_rebuilds();
+  report_exchange();
+}
+
+void PairMACEFlash::report_rebuilds() {
+  if (!model_) return;
+  const flashmace::EvaluationCounters now = model_->counters();
+  long long mine[5] = {now.evaluations - reported_.evaluations, now.topology_builds - reported_.topology_builds,
+                       now.radial_pair_builds - reported_.radial_pair_builds,
+                       now.graph_captures - reported_.graph_captures, now.graph_replays - reported_.graph_replays};
+  long long all[5] = {0, 0, 0, 0, 0};
+  MPI_Allreduce(mine, all, 5, MPI_LONG_LONG, MPI_SUM, world);
+  reported_ = now;
+  if (all[0] == 0 || comm->me != 0) return;
+  utils::logmesg(lmp, text("mace/flash engine during this run, summed over " + std::to_string(comm->nprocs) +
+                           " rank(s): " + std::to_string(all[0]) + " evaluations, " + std::to_string(all[1]) +
+                           " edge-topology builds, " + std::to_string(all[2]) + " radial-pair builds, " +
+                           std::to_string(all[3]) + " CUDA graph captures, " + std::to_string(all[4]) +
+                           " graph replays; LAMMPS rebuilt the neighbour lists " +
+                           std::to_string(neighbor->ncalls) + " times after the run's setup\n"));
+}
 
 void PairMACEFlash::report_exchange() {
   using Traffic = flashmace_lammps::LammpsHaloExchanger::Traffic;

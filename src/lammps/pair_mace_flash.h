@@ -13,12 +13,9 @@
 
 #include "core/local_graph.h"
 #include "engine/engine_options.h"
+#include "engine/evaluator.h"
 #include "lammps_halo_exchanger.h"
 #include "pair.h"
-
-namespace flashmace {
-class Evaluator;
-}
 
 namespace LAMMPS_NS {
 
@@ -38,6 +35,10 @@ class PairMACEFlash : public Pair {
   // Pair::finish() where LAMMPS has it (releases after 2022), else by FixMACEFlashReport.
   void report_exchange();
   void finish();
+  // Prints what the engine rebuilt during the run (topologies, radial pairs, CUDA graphs) beside
+  // LAMMPS's neighbour-list builds (Neighbor::ncalls, which the run's setup resets), summed over
+  // ranks, and starts counting anew (collective).
+  void report_rebuilds();
 
   // Ghost-row exchange of node features (forward) and their gradients (reverse).
   int pack_forward_comm(int, int*, double*, int, int*) override;
@@ -87,6 +88,7 @@ class PairMACEFlash : public Pair {
   std::vector<int> type_atomic_number_;    // [ntypes + 1]
 
   std::unique_ptr<flashmace::Evaluator> model_;
+  flashmace::EvaluationCounters reported_;  // the counters at the last report_rebuilds()
   flashmace_lammps::LammpsHaloExchanger halo_;
 };
 

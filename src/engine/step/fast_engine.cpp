@@ -105,6 +105,7 @@ void FastEngine::update_topology(const GraphTensors& g, int64_t nlocal, const To
                                  bool keep_storage) {
   if (topology_.matches(g, nlocal, options)) return;
   EdgeTopology t = EdgeTopology::build(g, nlocal, options, p_.atomic_numbers);
+  ++counters_.topology_builds;
   if (keep_storage && graph_ && topology_.same_shape(t)) {
     topology_.assign_keeping_storage(t);  // the captured step reads these tensors
   } else {
@@ -263,6 +264,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   }
   if (graph_) {
     graph_->replay();
+    ++counters_.graph_replays;
     return finish(graph_out_);
   }
   const std::vector<RadialPairs>* pairs = graph_pairs_.empty() ? nullptr : &graph_pairs_;
@@ -274,11 +276,17 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
       /*high_priority=*/side_.active());
   graph_want_ = want;
   graph_halo_ = halo != nullptr;
-  ++graph_captures_;
+  ++counters_.graph_captures;
   if (options_.log)
     options_.log("CUDA graph captured: " + std::to_string(graph_->segments()) + " segment(s) for up to " +
                   std::to_string(edges) + " edges and " + std::to_string(atoms) + " atoms");
   return finish(warm);
+}
+
+EvaluationCounters FastEngine::counters() const {
+  EvaluationCounters c = counters_;
+  c.radial_pair_builds = pair_cache_.generation();
+  return c;
 }
 
 void FastEngine::update_graph_pairs() {

@@ -70,7 +70,8 @@ class FastEngine {
   const MemoryPlan& plan() const { return plan_; }
   // Whether the last run replayed or captured a CUDA graph, and how many graphs were captured so far.
   bool graphed() const { return graphed_; }
-  int graph_captures() const { return graph_captures_; }
+  // What the runs so far rebuilt (evaluations left to the caller).
+  EvaluationCounters counters() const;
 
  private:
   MaceParams p_;
@@ -108,7 +109,7 @@ class FastEngine {
   };
   LocalExchange local_;
   bool graphed_ = false;
-  int graph_captures_ = 0;
+  EvaluationCounters counters_;  // topology builds, graph captures and replays (pairs: pair_cache_)
 
   void update_plan(int64_t atoms, int64_t edges);
   void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage);
