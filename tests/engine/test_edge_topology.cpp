@@ -1,4 +1,4 @@
-// The fast engine's connectivity cache and bucket padding (engine/edge_topology.h): a topology is
+// The fast engine's connectivity cache and bucket padding (engine/step/edge_topology.h): a topology is
 // reused only for the same species, senders and receivers (a permuted edge list, another structure
 // and the first one again each give the fresh engine's answer), and padding edges and atoms to the
 // CUDA-graph bucket changes nothing (float64, also on a ghost-atom domain with per-atom virials and
