@@ -1,5 +1,7 @@
 #include "core/lattice.h"
 
+#include <algorithm>
+#include <array>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -8,19 +10,49 @@
 
 namespace flashmace {
 
+namespace {
+
+// A conventional cubic cell: fractional sites and, for ordered compounds, each site's sublattice (the
+// index of its element in the caller's list); random alloys have none.
+struct CubicBasis {
+  std::vector<std::array<double, 3>> sites;
+  std::vector<int> sublattice;  // empty: random alloy
+  const char* elements;         // what the element list means, for the message
+};
+
+const CubicBasis* cubic_basis(const std::string& kind) {
+  static const CubicBasis fcc{{{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}}, {}, ""};
+  static const CubicBasis bcc{{{0, 0, 0}, {0.5, 0.5, 0.5}}, {}, ""};
+  static const CubicBasis rocksalt{{{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5},
+                                    {0.5, 0, 0}, {0, 0.5, 0}, {0, 0, 0.5}, {0.5, 0.5, 0.5}},
+                                   {0, 0, 0, 0, 1, 1, 1, 1}, "cation and anion, e.g. Mg,O"};
+  static const CubicBasis perovskite{{{0, 0, 0}, {0.5, 0.5, 0.5}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}},
+                                     {0, 1, 2, 2, 2}, "A, B and X of ABX3, e.g. Sr,Ti,O"};
+  if (kind == "fcc") return &fcc;
+  if (kind == "bcc") return &bcc;
+  if (kind == "rocksalt") return &rocksalt;
+  if (kind == "perovskite") return &perovskite;
+  return nullptr;
+}
+
+}  // namespace
+
 int atoms_per_cell(const std::string& kind) {
-  if (kind == "fcc") return 4;
-  if (kind == "bcc") return 2;
-  throw Error("Unknown lattice '" + kind + "' (use fcc or bcc)");
+  const CubicBasis* basis = cubic_basis(kind);
+  if (!basis) throw Error("Unknown lattice '" + kind + "' (use fcc, bcc, rocksalt or perovskite)");
+  return static_cast<int>(basis->sites.size());
 }
 
 Structure make_cubic_lattice(const std::string& kind, double a, int n, const std::vector<int>& atomic_numbers,
                              double perturbation, uint32_t seed) {
-  static const double fcc[4][3] = {{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}};
-  static const double bcc[2][3] = {{0, 0, 0}, {0.5, 0.5, 0.5}};
   const int per_cell = atoms_per_cell(kind);
+  const CubicBasis& basis = *cubic_basis(kind);
   if (n < 1 || a <= 0 || atomic_numbers.empty()) throw Error("Lattice needs n >= 1, a > 0 and at least one element");
-  const double(*basis)[3] = kind == "fcc" ? fcc : bcc;
+  const bool ordered = !basis.sublattice.empty();
+  const std::size_t sublattices = ordered ? 1 + *std::max_element(basis.sublattice.begin(), basis.sublattice.end()) : 0;
+  if (ordered && atomic_numbers.size() != sublattices)
+    throw Error("Lattice " + kind + " needs " + std::to_string(sublattices) + " elements (" + basis.elements +
+                "), got " + std::to_string(atomic_numbers.size()));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> shake(-perturbation, perturbation);
   std::uniform_int_distribution<std::size_t> pick(0, atomic_numbers.size() - 1);
@@ -29,9 +61,9 @@ Structure make_cubic_lattice(const std::string& kind, double a, int n, const std
     for (int j = 0; j < n; ++j)
       for (int k = 0; k < n; ++k)
         for (int b = 0; b < per_cell; ++b) {
-          s.atomic_numbers.push_back(atomic_numbers[pick(rng)]);
+          s.atomic_numbers.push_back(atomic_numbers[ordered ? basis.sublattice[b] : pick(rng)]);
           const double cell[3] = {double(i), double(j), double(k)};
-          for (int d = 0; d < 3; ++d) s.positions.push_back((cell[d] + basis[b][d]) * a + shake(rng));
+          for (int d = 0; d < 3; ++d) s.positions.push_back((cell[d] + basis.sites[b][d]) * a + shake(rng));
         }
   s.cell = {n * a, 0, 0, 0, n * a, 0, 0, 0, n * a};
   s.pbc = {true, true, true};

@@ -8,9 +8,12 @@
 
 namespace flashmace {
 
-// n x n x n conventional cells of an fcc (4 atoms/cell) or bcc (2 atoms/cell) lattice with lattice
-// constant a; elements are drawn at random from `atomic_numbers`; every coordinate is displaced
-// uniformly in [-perturbation, perturbation]. Deterministic for a given seed.
+// n x n x n conventional cells of a cubic lattice with lattice constant a, every coordinate displaced
+// uniformly in [-perturbation, perturbation]; deterministic for a given seed. Kinds:
+//   fcc (4 atoms/cell), bcc (2): random alloys, each atom's element drawn from `atomic_numbers`;
+//   rocksalt (8): atomic_numbers = {cation, anion} on two interpenetrating fcc lattices (MgO, NaCl);
+//   perovskite (5): atomic_numbers = {A, B, X} of the cubic ABX3 structure (SrTiO3: A at the corner,
+//                   B at the body centre, X at the face centres).
 Structure make_cubic_lattice(const std::string& kind, double a, int n, const std::vector<int>& atomic_numbers,
                              double perturbation, uint32_t seed);
 int atoms_per_cell(const std::string& kind);  // throws on unknown kinds

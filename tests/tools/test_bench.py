@@ -50,3 +50,17 @@ def test_sweep_stops_at_the_bound_and_reports_the_largest(tmp_path):
 def test_bad_arguments_fail_with_a_message(tmp_path):
     proc = subprocess.run([BENCH, "--model", MODEL, "--path", "quick"], capture_output=True, text=True)
     assert proc.returncode == 1 and "--path quick: use fast or reference" in proc.stderr
+
+
+def test_ordered_compounds_have_their_cells_and_shells(tmp_path):
+    # rock salt of the model's two elements, a = 4.2: 8 atoms per cell; neighbours within r_max 4.5 A
+    # of an ideal rock salt: 6 at 2.1, 12 at 2.97, 8 at 3.64, 6 at 4.2 = 32 (the next, 24 at 4.70, is out)
+    report, _ = run(tmp_path, "--lattice", "rocksalt", "--elements", "Cu,Ni", "--a", "4.2", "--cells", "2",
+                    "--no-breakdown")
+    r = report["result"]
+    assert r["atoms"] == 64
+    assert 30 * 64 <= r["edges"] <= 34 * 64
+    proc = subprocess.run([BENCH, "--model", MODEL, "--lattice", "perovskite", "--elements", "Cu,Ni"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "Lattice perovskite needs 3 elements (A, B and X of ABX3, e.g. Sr,Ti,O), got 2" in proc.stderr

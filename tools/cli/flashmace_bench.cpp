@@ -30,6 +30,8 @@ const char* kUsage =
     "usage: flashmace-bench --model FILE [structure] [options]\n"
     "structure (default: fcc, a 3.61, 6 cells = 864 atoms):\n"
     "  --lattice fcc|bcc  --a A  --cells N | --atoms N   --elements Cu,Ni  --perturb 0.05  --seed S\n"
+    "      (fcc, bcc: random alloys of --elements; --lattice rocksalt --elements Mg,O --a 4.21, or\n"
+    "       --lattice perovskite --elements Sr,Ti,O --a 3.905: ordered compounds, one element per sublattice)\n"
     "  --xyz FILE | --data FILE --types Cu,Ni            (extended XYZ / LAMMPS atomic data)\n"
     "options:\n"
     "  --warmup N (2)  --steps N (5)\n"
