@@ -146,8 +146,6 @@ std::string resolved_dtype(const EngineOptions& o, const std::string& model_dtyp
   return model_dtype;
 }
 
-const char* to_string(EvaluationPath path) { return path == EvaluationPath::Fast ? "fast" : "reference"; }
-
 void validate(const EngineOptions& o, const std::string& model_dtype) {
   if (o.device != "cpu" && !is_cuda_name(o.device))
     throw OptionError("device " + o.device + ": use cpu, cuda or cuda:N");

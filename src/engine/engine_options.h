@@ -63,7 +63,6 @@ void validate(const EngineOptions& options, const std::string& model_dtype);
 
 // The dtype an evaluation runs in: "float64" or "float32" (the model's when FromModel).
 std::string resolved_dtype(const EngineOptions& options, const std::string& model_dtype);
-const char* to_string(EvaluationPath path);
 
 // The default working-memory budget: 1 GiB on the CPU; on a GPU half of the free device memory when
 // the evaluator is made, divided among the processes that share the device.
