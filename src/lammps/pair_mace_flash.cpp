@@ -281,12 +281,18 @@ void PairMACEFlash::check_list_has_every_type_pair() {
 }
 
 // After delete_atoms or create_atoms a run must rebuild the lists first; run ... pre no does not.
+// The atom count is global, so every rank sees the change at once (one collective stop); the list's
+// own sizes would not tell on a rank whose atoms were all kept while its ghosts changed.
 void PairMACEFlash::check_list_is_current() {
-  if (list->inum != atom->nlocal)
-    error->one(FLERR, text("Pair style mace/flash: the neighbour list holds " + std::to_string(list->inum) +
-                           " atoms but this rank owns " + std::to_string(atom->nlocal) +
-                           ": atoms were added or deleted since it was built; start the run with pre yes "
-                           "(the default) so that LAMMPS rebuilds it"));
+  if (neighbor->ago == 0) {
+    natoms_at_list_build_ = atom->natoms;
+    return;
+  }
+  if (atom->natoms != natoms_at_list_build_)
+    error->all(FLERR, text("Pair style mace/flash: the neighbour lists were built for " +
+                           std::to_string(natoms_at_list_build_) + " atoms but the system has " +
+                           std::to_string(atom->natoms) + ": atoms were added or deleted since they were built; "
+                           "start the run with pre yes (the default) so that LAMMPS rebuilds them"));
 }
 
 // Finite positions in, non-finite energy out: the model, not the simulation, is at fault.

@@ -89,6 +89,7 @@ class PairMACEFlash : public Pair {
 
   std::unique_ptr<flashmace::Evaluator> model_;
   flashmace::EvaluationCounters reported_;  // the counters at the last report_rebuilds()
+  bigint natoms_at_list_build_ = -1;        // atom->natoms when the lists were last built
   flashmace_lammps::LammpsHaloExchanger halo_;
 };
 

@@ -163,7 +163,7 @@ BAD_DECKS = [
     ("neigh_modify_exclude_group", deck(extra="group frozen id 1:10\nneigh_modify exclude group frozen frozen"),
      "remove the exclusion (to hold atoms in place, use fix setforce 0.0 0.0 0.0 on their group)"),
     ("stale_list_after_delete_atoms", deck(extra="run 0\ngroup gone id 5\ndelete_atoms group gone\nrun 1 pre no"),
-     "atoms were added or deleted since it was built; start the run with pre yes"),
+     "atoms were added or deleted since they were built; start the run with pre yes"),
     ("hybrid_gives_a_type_pair_away", deck(pair=f"pair_style hybrid mace/flash zbl 1.0 2.0\n"
                                                 f"pair_coeff * * mace/flash {TINY} Cu Ni\npair_coeff 1 1 zbl 29 29"),
      "Pair style mace/flash must see every pair of atom types, but pair_style hybrid gives type pair 1 1 to other "
