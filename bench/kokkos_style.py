@@ -57,6 +57,12 @@ def cells(atoms):
     return n, n, n
 
 
+def kokkos_flags(device):
+    """The lmp options that turn mace/flash into mace/flash/kk on `device` (cuda: one GPU per rank)."""
+    return ["-k", "on", *(["g", "1"] if device.startswith("cuda") else ["t", "1"]), "-sf", "kk",
+            "-pk", "kokkos", "newton", "on", "neigh", "full"]
+
+
 def breakdown(output):
     """Seconds per section (average over ranks) of the last timing breakdown, and its Loop line."""
     loops = scaling.LOOP.findall(output)
@@ -77,10 +83,7 @@ def run_style(args, style, atoms, workdir, steps=None, env=None):
     path = os.path.join(workdir, f"in.{style}-{atoms}" + ("" if steps == args.steps else f"-{steps}steps"))
     with open(path, "w") as f:
         f.write(deck)
-    kokkos = []
-    if style == "kk":
-        kokkos = ["-k", "on", *(["g", "1"] if args.device.startswith("cuda") else ["t", "1"]), "-sf", "kk",
-                  "-pk", "kokkos", "newton", "on", "neigh", "full"]
+    kokkos = kokkos_flags(args.device) if style == "kk" else []
     cmd = [*shlex.split(args.mpirun), "-np", str(args.ranks), os.path.abspath(args.lmp), "-in", path, "-log", "none",
            *kokkos]
     print("kokkos_style:", " ".join(cmd), flush=True)

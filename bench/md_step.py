@@ -98,10 +98,7 @@ def run_lammps(args, runner, n, ranks, workdir):
     path = os.path.join(workdir, f"in.{runner}-{4 * n ** 3}-np{ranks}")
     with open(path, "w") as f:
         f.write(deck)
-    kokkos = []
-    if runner == "kk":
-        kokkos = ["-k", "on", *(["g", "1"] if args.device.startswith("cuda") else ["t", "1"]), "-sf", "kk",
-                  "-pk", "kokkos", "newton", "on", "neigh", "full"]
+    kokkos = kokkos_style.kokkos_flags(args.device) if runner == "kk" else []
     lmp = args.plain_lmp if runner == "plain-lmp" else args.lmp
     cmd = [*shlex.split(args.mpirun), "-np", str(ranks), os.path.abspath(lmp), "-in", path, "-log", "none", *kokkos]
     print("md_step:", " ".join(cmd), flush=True)
