@@ -21,14 +21,16 @@ forces. Every R is compared with the smallest rank count (1 by default):
 (The tolerances of tests/lammps/test_rank_invariance.py: the same edges, summed in another order per
 rank count, give float64 round-off at step 0, which 100 MD steps amplify far less than 1e-8.)
 
-It also checks the halo-exchange report that the pair style prints at the end of each run: on the
-step-0 evaluation every exchanged layer (all but the last) has one forward and one reverse
-exchange, each moving one row of node features (the hidden irreps' width) per ghost atom of all
-ranks (LAMMPS's "Nghost" average times the ranks: exact while the average's 6 significant digits,
-rounded, times the ranks stay within half an atom; the script says when they do not); the timed run
-has --steps + 1 exchanges per layer and direction (the setup's evaluation too). The table shows
-values and kB per exchange of both runs (one rank: "in place", the exchange stays in the model's
-memory and sends nothing).
+It also checks the halo-exchange report that the pair style prints at the end of each run on 2 or
+more ranks: on the step-0 evaluation every exchanged layer (all but the last) has one forward and
+one reverse exchange, each moving one row of node features (the hidden irreps' width) per ghost atom
+of all ranks (LAMMPS's "Nghost" average times the ranks: exact while the average's 6 significant
+digits, rounded, times the ranks stay within half an atom; the script says when they do not); the
+timed run has --steps + 1 exchanges per layer and direction (the setup's evaluation too). The table
+shows values and kB per exchange of both runs. One rank must print no report: there the pair style
+folds every ghost atom into the owned atom it is a periodic image of, so the engine's graph has no
+ghost rows and nothing is exchanged (a report there is a problem; so `--exchange off` changes
+nothing on one rank, and the negative control fails on the other rank counts).
 
 Writes OUT/rank-check.md (the table, the commands and the deck), OUT/rank-check.json and
 OUT/lammps-npR.log (each run's output); exits 1 when any check fails. `--exchange off` (pair_style's
@@ -91,7 +93,8 @@ LOOP = re.compile(r"Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps wi
 TASKS = re.compile(r"CPU use with (\d+) MPI tasks")
 NGHOST = re.compile(r"^Nghost:\s+(\S+) ave\s+(\S+) max\s+(\S+) min", re.M)
 MODEL_LINE = re.compile(r"(\d+) interactions, hidden irreps (\S+),")
-# (kB and ms are "-" on one rank: the exchange stays in the model's memory, nothing is sent)
+# (kB and ms are "-" for an exchange in place in the model's memory, nothing sent; the pair style no
+# longer makes one: one rank folds its ghosts and exchanges nothing)
 REPORT_ROW = re.compile(r"^\s+(\d+)\s+(forward|reverse)\s+(\d+)\s+([\d.]+)\s+([\d.]+|-)\s+([\d.]+|-)\s+([\d.]+|-)\s*$")
 
 
@@ -347,9 +350,15 @@ def compare(data, ref):
 
 
 def check_exchange(args, row):
-    """Problems with the run's exchange reports (empty when they are right)."""
+    """Problems with the run's exchange reports (empty when they are right). One rank: none may be
+    printed (its ghosts are folded into its atoms: no ghost rows, nothing exchanged)."""
     problems = []
     reports = row["reports"]
+    if row["ranks"] == 1:
+        if reports:
+            return [f"{len(reports)} halo-exchange report(s) in the output, expected none on one rank (its "
+                    "ghosts are folded into its own atoms: no ghost rows, nothing to exchange)"]
+        return []
     if len(reports) != 2:
         return [f"{len(reports)} halo-exchange report(s) in the output, expected 2 (one per run)"]
     first, timed = reports
@@ -380,6 +389,8 @@ def format_err(value):
 
 def exchange_cells(row, index):
     reports = row.get("reports") or []
+    if row["ranks"] == 1 and not reports and "reports" in row:
+        return "none (ghosts folded)"
     if len(reports) <= index:
         return "-"
     return "<br>".join(f"{k}: {e['values']:.0f} values, {kb_ms(e)}" for k, e in sorted(reports[index].items()))
@@ -395,7 +406,8 @@ def write_table(args, rows, path):
              f"positions) <= {TRAJECTORY_RTOL:g}, relative (forces to the largest |F|, pressures to the largest "
              "component, velocities to the largest |v|, positions to the box length). Exchange: values (doubles), "
              "kB and average ms per exchange over all ranks, per layer and direction; at step 0 values must equal "
-             "LAMMPS's ghost count x the hidden irreps' width.", "",
+             "LAMMPS's ghost count x the hidden irreps' width. One rank exchanges nothing: it folds every ghost "
+             "atom into the owned atom it is a periodic image of (no ghost rows), and prints no report.", "",
              "| ranks | atoms | ghosts (step 0) x width | step 0 pe / press / F | trajectory thermo / F / v / x "
              "| exchange at step 0 | exchange in the timed run (average) | loop s (ms/step) | result |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -489,7 +501,10 @@ def main():
         errs = (f"step 0 {format_err(max(s0.values()))}, trajectory {format_err(max(tr.values()))}"
                 if s0 else "no comparison")
         exchange = ""
-        if len(r.get("reports") or []) > 0:
+        if r["ranks"] == 1 and "reports" in r and not r["reports"]:
+            exchange = (f", no exchange: one rank folds its {r['ghosts_step0']} ghosts into its own atoms and "
+                        "exchanges nothing")
+        elif len(r.get("reports") or []) > 0:
             exchange = ", exchange " + ", ".join(f"{k} {e['values']:.0f} values ({kb_ms(e)})"
                                                  for k, e in sorted(r["reports"][0].items()))
             exchange += f" for {r['ghosts_step0']} ghosts x {r['width']}"

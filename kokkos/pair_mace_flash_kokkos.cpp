@@ -58,6 +58,10 @@ void PairMACEFlashKokkos<DeviceType>::init_style() {
   auto host = Kokkos::create_mirror_view(d_type_species_);
   for (std::size_t t = 0; t < species.size(); ++t) host(t) = species[t];
   Kokkos::deep_copy(d_type_species_, host);
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same<typename DeviceType::execution_space, Kokkos::Cuda>::value)
+    model_->set_stream(typename DeviceType::execution_space().cuda_stream());
+#endif
 }
 
 template <class DeviceType>
@@ -75,43 +79,6 @@ void PairMACEFlashKokkos<DeviceType>::grow_per_atom() {
 }
 
 template <class DeviceType>
-void PairMACEFlashKokkos<DeviceType>::check_positions(typename AT::t_x_array_randomread x,
-                                                      typename AT::t_tagint_1d tag, int nlocal) {
-  int first = nlocal;
-  Kokkos::parallel_reduce(
-      "mace/flash/kk:check_positions", Kokkos::RangePolicy<typename DeviceType::execution_space>(0, nlocal),
-      KOKKOS_LAMBDA(const int i, int& f) {
-        const bool finite = Kokkos::Experimental::isfinite(x(i, 0)) && Kokkos::Experimental::isfinite(x(i, 1)) &&
-                            Kokkos::Experimental::isfinite(x(i, 2));
-        if (!finite && i < f) f = i;
-      },
-      Kokkos::Min<int>(first));
-  if (first < nlocal) {
-    auto h_tag = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tag);
-    stop_non_finite_position(h_tag(first));
-  }
-}
-
-// Rare and fatal: find the pair on the host for the message.
-template <class DeviceType>
-void PairMACEFlashKokkos<DeviceType>::stop_first_overlap(int ii, typename AT::t_x_array_randomread x,
-                                                         typename AT::t_tagint_1d tag) {
-  auto* kk_list = static_cast<NeighListKokkos<DeviceType>*>(list);
-  auto h_x = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
-  auto h_tag = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tag);
-  auto h_ilist = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kk_list->d_ilist);
-  auto h_numneigh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kk_list->d_numneigh);
-  auto h_neighbors = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), kk_list->d_neighbors);
-  const int i = h_ilist(ii);
-  for (int jj = 0; jj < h_numneigh(i); ++jj) {
-    const int j = h_neighbors(i, jj) & NEIGHMASK;
-    const double dx = h_x(i, 0) - h_x(j, 0), dy = h_x(i, 1) - h_x(j, 1), dz = h_x(i, 2) - h_x(j, 2);
-    const double r2 = dx * dx + dy * dy + dz * dz;
-    if (r2 < kMinDistance * kMinDistance) stop_overlap(h_tag(i), h_tag(j), std::sqrt(r2));
-  }
-}
-
-template <class DeviceType>
 void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
   ev_init(eflag, vflag, 0);
   grow_per_atom();
@@ -123,51 +90,71 @@ void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
   const int nlocal = atom->nlocal, ntotal = atom->nlocal + atom->nghost;
 
   check_list_is_current();
-  check_positions(x, tag, nlocal);
-  auto* kk_list = static_cast<NeighListKokkos<DeviceType>*>(list);
-  const int overlap =
-      fk::build_edge_list<DeviceType>(kk_list, ntotal, x, type, d_type_species_, model_->cutoff(), kMinDistance, edges_);
-  if (overlap >= 0) stop_first_overlap(overlap, x, tag);
+  if (neighbor->ago == 0 || list_id_ == 0) {
+    // One rank: every ghost folded into the owned atom it is an image of (the exchanger finds which).
+    const std::vector<int>* owners = comm->nprocs == 1 ? halo_.local_owners() : nullptr;
+    folded_ = owners != nullptr;
+    const int nghost = folded_ ? static_cast<int>(owners->size()) : 0;
+    if (static_cast<int>(d_owner_.extent(0)) != nghost) d_owner_ = Kokkos::View<int*, DeviceType>("mace/flash/kk:owner", nghost);
+    if (nghost > 0) {
+      const Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(owners->data(), nghost);
+      Kokkos::deep_copy(d_owner_, host);
+    }
+    fk::build_skin_list<DeviceType>(static_cast<NeighListKokkos<DeviceType>*>(list), nlocal, folded_ ? nlocal : ntotal,
+                                    x, type, d_type_species_, d_owner_, domain->h, edges_);
+    ++list_id_;
+  }
+  const int rows = edges_.rows;
 
-  if (static_cast<int>(d_forces_.extent(0)) < ntotal) {
+  if (static_cast<int>(d_forces_.extent(0)) < rows) {
     d_forces_ = decltype(d_forces_)("mace/flash/kk:forces", atom->nmax);
     d_atom_virial_ = decltype(d_atom_virial_)();
     d_node_energy_ = decltype(d_node_energy_)("mace/flash/kk:node_energy", atom->nmax);
   }
-  if (vflag_atom && static_cast<int>(d_atom_virial_.extent(0)) < ntotal)
+  if (vflag_atom && static_cast<int>(d_atom_virial_.extent(0)) < rows)
     d_atom_virial_ = decltype(d_atom_virial_)("mace/flash/kk:atom_virial", atom->nmax);
-  if (!d_energy_.data()) {
-    d_energy_ = decltype(d_energy_)("mace/flash/kk:energy", 1);
-    d_virial_ = decltype(d_virial_)("mace/flash/kk:virial", 9);
-  }
+  if (!d_scalars_.data()) d_scalars_ = decltype(d_scalars_)("mace/flash/kk:energy_virial", 10);
 
   flashmace::GraphView graph;
   graph.nlocal = nlocal;
-  graph.ntotal = ntotal;
+  graph.ntotal = rows;
   graph.nedges = edges_.nedges;
   graph.species = edges_.species.data();
   graph.sender = edges_.sender.data();
   graph.receiver = edges_.receiver.data();
-  graph.vectors = edges_.vectors.data();
+  graph.image = edges_.image.data();
+  graph.positions = x.data();  // (LayoutRight: rows of 3; folded, the owned atoms' only)
+  graph.cell = cell();
+  graph.list_id = list_id_;
+  graph.min_distance = kMinDistance;
   flashmace::Request request;
   request.forces = request.virial = request.atom_energy = true;
   request.atom_virial = vflag_atom != 0;
   flashmace::Outputs outputs;
-  outputs.energy = d_energy_.data();
+  outputs.energy = d_scalars_.data();
   outputs.node_energy = d_node_energy_.data();
   outputs.forces = d_forces_.data();
-  outputs.virial = d_virial_.data();
+  outputs.virial = d_scalars_.data() + 1;
   outputs.atom_virial = vflag_atom ? d_atom_virial_.data() : nullptr;
-  // The evaluator reads the graph the kernels above wrote: they must be done. Its kernels queue on
-  // LibTorch's streams, which the force kernels below do not wait for: the device must be done.
-  DeviceType().fence();
-  evaluate_or_stop([&] { model_->evaluate(graph, exchange_ ? &halo_ : nullptr, request, outputs); });
-  model_->synchronize();
+  // The evaluator queues on Kokkos's stream (init_style): it reads what the kernels above wrote
+  // and the kernels below read its outputs in stream order, without a fence.
+  flashmace::HaloExchanger* halo = exchange_ && !folded_ ? &halo_ : nullptr;
+  evaluate_or_stop([&] {
+    try {
+      model_->evaluate(graph, halo, request, outputs);
+    } catch (const flashmace::TooCloseError& e) {
+      const auto h_tag = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tag);
+      stop_overlap(h_tag(e.sender), h_tag(e.receiver), e.distance);
+    } catch (const flashmace::NonFinitePositionError& e) {
+      const auto h_tag = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tag);
+      stop_non_finite_position(h_tag(e.node));
+    }
+  });
 
   using exec = Kokkos::RangePolicy<typename DeviceType::execution_space>;
-  // Ghost rows too: LAMMPS's reverse communication (newton on) adds them to their owners.
+  // Ghost rows too (several ranks): LAMMPS's reverse communication (newton on) adds them to their owners.
   const auto forces = d_forces_;
-  Kokkos::parallel_for("mace/flash/kk:add_forces", exec(0, ntotal), KOKKOS_LAMBDA(const int i) {
+  Kokkos::parallel_for("mace/flash/kk:add_forces", exec(0, rows), KOKKOS_LAMBDA(const int i) {
     for (int d = 0; d < 3; ++d) f(i, d) += forces(i, d);
   });
   if (eflag_atom) {
@@ -181,21 +168,20 @@ void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
   if (vflag_atom) {
     const auto vatom_view = k_vatom.view<DeviceType>();
     const auto atom_virial = d_atom_virial_;
-    Kokkos::parallel_for("mace/flash/kk:add_vatom", exec(0, ntotal), KOKKOS_LAMBDA(const int i) {
+    Kokkos::parallel_for("mace/flash/kk:add_vatom", exec(0, rows), KOKKOS_LAMBDA(const int i) {
       for (int k = 0; k < 6; ++k) vatom_view(i, k) += atom_virial(i, k);
     });
     k_vatom.template modify<DeviceType>();
     k_vatom.template sync<LMPHostType>();
   }
-  // Two scalars' worth of results cross to the host: the energy and the 3x3 virial.
-  auto h_energy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_energy_);
-  auto h_virial = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_virial_);
-  stop_if_not_finite(h_energy(0), h_virial.data(), 9, "virial");
-  if (eflag_global) eng_vdwl += h_energy(0);
+  // One copy to the host: the energy and the 3x3 virial.
+  const auto h_scalars = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_scalars_);
+  stop_if_not_finite(h_scalars(0), h_scalars.data() + 1, 9, "virial");
+  if (eflag_global) eng_vdwl += h_scalars(0);
   if (vflag_global) {
     // Both are sum_edges r_ij (x) f_ij (mace_spec.md 10.3); LAMMPS stores xx yy zz xy xz yz.
     const int voigt[6] = {0, 4, 8, 1, 2, 5};
-    for (int k = 0; k < 6; ++k) virial[k] += h_virial(voigt[k]);
+    for (int k = 0; k < 6; ++k) virial[k] += h_scalars(1 + voigt[k]);
   }
   atomKK->modified(execution_space, F_MASK);
 }

@@ -1,15 +1,16 @@
 #pragma once
 // pair_style mace/flash/kk (docs/pair_style.md): the Kokkos twin of mace/flash. Positions, types and
-// the full neighbour list are read from LAMMPS's Kokkos views, the evaluator's graph is built there
-// (edge_list_kokkos.h) and handed over as pointers into those views, forces, energies and virials
+// the full neighbour list are read from LAMMPS's Kokkos views; at each list build the evaluator's
+// list (skin included, ghosts folded on one rank) is built there (edge_list_kokkos.h), and every
+// step hands over the positions view itself (GraphView::list_id), forces, energies and virials
 // go back into Kokkos views, and the per-layer ghost exchange packs its rows with Kokkos kernels
 // (halo_rows_kokkos.h). Keywords, type-to-element mapping, model loading and error messages are the
 // plain style's (PairMACEFlash, the common base).
 //
-// Kokkos and the evaluator share no stream: every Kokkos kernel before the evaluation is fenced
-// (the evaluator reads their results), and the device is synchronised after it before Kokkos
-// kernels read its outputs (docs/kokkos.md). The exchange's rows stay in DeviceType's memory
-// (device_rows_kokkos.h).
+// On a GPU the evaluator queues on Kokkos's CUDA stream (Evaluator::set_stream), so the Kokkos
+// kernels before and after it are ordered with its work without fences; one copy per step brings
+// the energy and virial to the host (docs/kokkos.md). The exchange's rows stay in DeviceType's
+// memory (device_rows_kokkos.h).
 #include "device_rows_kokkos.h"
 #include "edge_list_kokkos.h"
 #include "kokkos_base.h"
@@ -40,19 +41,16 @@ class PairMACEFlashKokkos : public PairMACEFlash, public KokkosBase {
   int pack_forward_comm_kokkos(int, DAT::tdual_int_2d, int, DAT::tdual_xfloat_1d&, int, int*) override;
   void unpack_forward_comm_kokkos(int, int, DAT::tdual_xfloat_1d&) override;
 
-  // Public because it holds a KOKKOS_LAMBDA: nvcc rejects extended lambdas in private or protected
-  // member functions.
-  void check_positions(typename AT::t_x_array_randomread x, typename AT::t_tagint_1d tag, int nlocal);
-
  private:
   void grow_per_atom();
-  void stop_first_overlap(int ii, typename AT::t_x_array_randomread x, typename AT::t_tagint_1d tag);
 
   flashmace_kokkos::KokkosDeviceRows<DeviceType> device_rows_;
   Kokkos::View<int64_t*, DeviceType> d_type_species_;
-  flashmace_kokkos::EdgeList<DeviceType> edges_;
+  flashmace_kokkos::EdgeList<DeviceType> edges_;  // the engine's list, built at list builds
+  Kokkos::View<int*, DeviceType> d_owner_;          // one rank: each ghost's owned atom
   // The evaluator's outputs, on DeviceType's memory.
-  Kokkos::View<double*, DeviceType> d_energy_, d_virial_, d_node_energy_;
+  Kokkos::View<double*, DeviceType> d_scalars_;  // [10] energy, then the 3x3 virial: one copy to the host
+  Kokkos::View<double*, DeviceType> d_node_energy_;
   Kokkos::View<double* [3], Kokkos::LayoutRight, DeviceType> d_forces_;
   Kokkos::View<double* [6], Kokkos::LayoutRight, DeviceType> d_atom_virial_;
 

@@ -1,5 +1,7 @@
 #include "engine/evaluator.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "engine/step/fast_engine.h"
 #include "model/device.h"
@@ -34,8 +36,9 @@ void check_view(const GraphView& g, const Outputs& out, const Request& req) {
   if (g.nlocal < 0 || g.ntotal < g.nlocal || g.nedges < 0)
     throw Error("Invalid graph: nlocal " + std::to_string(g.nlocal) + ", ntotal " + std::to_string(g.ntotal) +
                 ", nedges " + std::to_string(g.nedges));
-  if ((g.ntotal > 0 && !g.species) || (g.nedges > 0 && (!g.sender || !g.receiver || !g.vectors)))
+  if ((g.ntotal > 0 && !g.species) || (g.nedges > 0 && (!g.sender || !g.receiver || !(g.vectors || g.positions))))
     throw Error("Invalid graph: a null pointer for a non-empty array");
+  if (g.list_id != 0 && !g.positions) throw Error("Invalid graph: list_id needs positions (not vectors)");
   const bool atoms = g.ntotal > 0, owned = g.nlocal > 0;
   if ((req.forces && atoms && !out.forces) || (req.virial && !out.virial) ||
       (req.atom_energy && owned && !out.node_energy) || (req.atom_virial && atoms && !out.atom_virial))
@@ -68,12 +71,21 @@ class TensorEvaluator : public Evaluator {
   std::string device() const override { return device_.str(); }
   std::string dtype() const override { return dtype_; }
   std::string path() const override { return path_; }
-  void synchronize() const override { synchronize_device(device_.str()); }
+  void synchronize() const override { synchronize_stream(device_.str(), stream_); }
+  void set_stream(void* cuda_stream) override { stream_ = cuda_stream; }
 
   void evaluate(const GraphView& view, HaloExchanger* halo, const Request& req, const Outputs& out) override {
     check_view(view, out, req);
     ++evaluations_;
+    const StreamScope on_stream(device_.str(), stream_);
     const GraphTensors g = wrap_graph(view, device_);
+    if (view.positions) {
+      ListTensors list{g, list_image(view), view.nlocal};
+      const at::Tensor x = wrap_doubles(view.positions, {view.ntotal, 3}, device_);
+      write_outputs(compute_list(list, view.list_id, x, list_cell(view), view.min_distance, halo, engine_request(req)),
+                    view, req, out, device_);
+      return;
+    }
     const at::Tensor vectors = wrap_doubles(view.vectors, {view.nedges, 3}, device_);
     write_outputs(compute(g, vectors, view.nlocal, halo, engine_request(req)), view, req, out, device_);
   }
@@ -82,11 +94,51 @@ class TensorEvaluator : public Evaluator {
   // Float64 tensors on the device, valid until the next call.
   virtual EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
                                const EngineRequest& want) = 0;
+  // Positions mode (GraphView::positions): by default the edges within the cutoff, picked here,
+  // through compute().
+  virtual EngineResult compute_list(const ListTensors& list, int64_t /*list_id*/, const at::Tensor& x,
+                                    const at::Tensor& cell, double min_distance, HaloExchanger* halo,
+                                    const EngineRequest& want) {
+    const GraphTensors& g = list.graph;
+    check_finite_positions(x);
+    const at::Tensor v = list_vectors(x, cell, g.sender, g.receiver, list.image);
+    const at::Tensor len2 = (v * v).sum(1);
+    const double r_max = config().r_max;
+    const at::Tensor keep = at::nonzero(len2 < r_max * r_max).squeeze(1);
+    if (keep.size(0) > 0) {
+      const at::Tensor kept = len2.index_select(0, keep);
+      const int64_t k = kept.argmin().item<int64_t>();
+      const double d = std::sqrt(kept[k].item<double>());
+      const int64_t e = keep[k].item<int64_t>();
+      if (d < min_distance) throw TooCloseError(g.sender[e].item<int64_t>(), g.receiver[e].item<int64_t>(), d);
+    }
+    const GraphTensors within{g.species, g.sender.index_select(0, keep), g.receiver.index_select(0, keep)};
+    return compute(within, v.index_select(0, keep), list.nlocal, halo, want);
+  }
 
  private:
+  // The lattice offsets as float64 (zeros without image).
+  at::Tensor list_image(const GraphView& view) const {
+    const auto f64 = at::TensorOptions().dtype(at::kDouble).device(device_);
+    if (!view.image || view.nedges == 0) return at::zeros({view.nedges, 3}, f64);
+    const auto i32 = at::TensorOptions().dtype(at::kInt).device(device_);
+    return at::from_blob(const_cast<int32_t*>(view.image), {view.nedges, 3}, i32).to(at::kDouble);
+  }
+  // The cell on the device, uploaded when it changes.
+  const at::Tensor& list_cell(const GraphView& view) {
+    if (!cell_.defined() || view.cell != cell_host_) {
+      cell_host_ = view.cell;
+      cell_ = at::tensor(std::vector<double>(view.cell.begin(), view.cell.end()), at::kDouble).reshape({3, 3}).to(device_);
+    }
+    return cell_;
+  }
+  std::array<double, 9> cell_host_{};
+  at::Tensor cell_;
+
   std::string path_;
   at::Device device_;
   std::string dtype_;
+  void* stream_ = nullptr;
 
  protected:
   int64_t evaluations_ = 0;
@@ -142,6 +194,11 @@ class FastEvaluator : public TensorEvaluator {
   EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
                        const EngineRequest& want) override {
     return engine_.run(g, vectors, nlocal, halo, want);
+  }
+  EngineResult compute_list(const ListTensors& list, int64_t list_id, const at::Tensor& x, const at::Tensor& cell,
+                            double min_distance, HaloExchanger* halo, const EngineRequest& want) override {
+    if (list_id == 0) return TensorEvaluator::compute_list(list, list_id, x, cell, min_distance, halo, want);
+    return engine_.run_list(list, list_id, x, cell, min_distance, halo, want);
   }
 
  private:

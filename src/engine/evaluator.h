@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "core/error.h"
 #include "core/local_graph.h"
 #include "core/model_file.h"
 #include "engine/engine_options.h"
@@ -29,6 +30,45 @@ struct GraphView {
   const int64_t* sender = nullptr;    // [nedges], any node
   const int64_t* receiver = nullptr;  // [nedges], < nlocal
   const double* vectors = nullptr;    // [nedges][3] x[receiver] - x[sender] (+ shift), Angstrom
+
+  // Positions instead of vectors (the pair styles): when `positions` is set, `vectors` is not read
+  // and the evaluator forms each edge's vector x[receiver] - x[sender] - image . cell itself, so
+  // that an edge and its reverse (the same two atoms, image negated) are exact negatives: ghosts
+  // that are periodic images of owned atoms can then be folded into them (sender = the owner).
+  const double* positions = nullptr;  // [ntotal][3] (Angstrom)
+  const int32_t* image = nullptr;     // [nedges][3] lattice offsets of each sender's image (null: none)
+  std::array<double, 9> cell{};       // host memory: rows a, b, c, the lattice vectors (Angstrom)
+  // With positions: a neighbour list with its skin, kept between list builds. The edges may be
+  // longer than the cutoff (the evaluator drops those itself, on the device, every step), and
+  // list_id names the connectivity (species, sender, receiver, image, nlocal, ntotal): the same
+  // non-zero value as the last call's promises the same arrays, which are then not read again, so
+  // a step between list builds rebuilds nothing. 0: no promise.
+  int64_t list_id = 0;
+  // With positions: two atoms closer than this (Angstrom) stop the evaluation (TooCloseError); a
+  // non-finite position always does (NonFinitePositionError).
+  double min_distance = 0;
+};
+
+// Two atoms closer than GraphView::min_distance: an input or integration error, not physics to
+// extrapolate. Names the two nodes (graph indices) for the caller's message.
+class TooCloseError : public Error {
+ public:
+  TooCloseError(int64_t sender, int64_t receiver, double distance)
+      : Error("atoms " + std::to_string(sender) + " and " + std::to_string(receiver) + " (graph nodes) are " +
+              std::to_string(distance) + " A apart: overlapping atoms"),
+        sender(sender),
+        receiver(receiver),
+        distance(distance) {}
+  int64_t sender, receiver;
+  double distance;
+};
+
+// A position that is NaN or infinite (GraphView::positions): names the first such node.
+class NonFinitePositionError : public Error {
+ public:
+  explicit NonFinitePositionError(int64_t node)
+      : Error("the position of atom " + std::to_string(node) + " (graph node) is not finite"), node(node) {}
+  int64_t node;
 };
 
 // What to compute. Energy is always computed.
@@ -47,6 +87,7 @@ struct EvaluationCounters {
   int64_t radial_pair_builds = 0;  // reverse-edge pairings made
   int64_t graph_captures = 0;      // CUDA graphs captured
   int64_t graph_replays = 0;       // steps replayed from a captured graph
+  int64_t bucket_overflows = 0;    // steps whose edges within the cutoff outgrew the list's bucket
 };
 
 // Caller-owned float64 outputs on the evaluator's device; a pointer may be null when not requested.
@@ -68,6 +109,10 @@ class Evaluator {
   // Waits until the device has finished the work queued so far (the caller's buffers are then
   // complete); nothing on the CPU.
   virtual void synchronize() const = 0;
+  // CUDA: queue every following evaluation on `cuda_stream` (a cudaStream_t, e.g. Kokkos's), so
+  // that it is ordered with the caller's kernels on that stream without synchronising the device;
+  // synchronize() then waits for that stream only. nullptr: LibTorch's current stream.
+  virtual void set_stream(void* cuda_stream) = 0;
   // The symmetric-contraction executor in use ("cpu generic", "specialized sm_90", ...; "" for the
   // reference path's einsum).
   virtual std::string sc_executor() const { return ""; }

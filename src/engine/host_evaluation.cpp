@@ -165,4 +165,62 @@ LocalPrediction evaluate_local(Evaluator& ev, const LocalGraph& g, HaloExchanger
   return out;
 }
 
+struct ResidentList::Impl {
+  int64_t list_id = 0;
+  at::Tensor species, sender, receiver, image, positions;
+};
+
+ResidentList::ResidentList() : impl_(std::make_unique<Impl>()) {}
+ResidentList::~ResidentList() = default;
+
+LocalPrediction ResidentList::evaluate(Evaluator& ev, const HostList& list, int64_t list_id, const double* positions,
+                                       const std::array<double, 9>& cell, double min_distance, HaloExchanger* halo,
+                                       bool atom_virial) {
+  const at::Device device(ev.device());
+  Impl& m = *impl_;
+  const int64_t F = static_cast<int64_t>(list.sender.size());
+  if (list_id == 0 || list_id != m.list_id) {
+    const auto i64 = at::TensorOptions().dtype(at::kLong);
+    m.species = at::tensor(list.species, i64).to(device);
+    m.sender = at::tensor(list.sender, i64).to(device);
+    m.receiver = at::tensor(list.receiver, i64).to(device);
+    m.image = at::tensor(list.image, at::TensorOptions().dtype(at::kInt)).to(device);
+    m.positions = at::empty({list.ntotal, 3}, at::TensorOptions().dtype(at::kDouble).device(device));
+    m.list_id = list_id;
+  }
+  m.positions.copy_(at::from_blob(const_cast<double*>(positions), {list.ntotal, 3}, at::kDouble));
+  GraphView v;
+  v.nlocal = list.nlocal;
+  v.ntotal = list.ntotal;
+  v.nedges = F;
+  v.species = m.species.data_ptr<int64_t>();
+  v.sender = m.sender.data_ptr<int64_t>();
+  v.receiver = m.receiver.data_ptr<int64_t>();
+  v.image = m.image.data_ptr<int32_t>();
+  v.positions = m.positions.data_ptr<double>();
+  v.cell = cell;
+  v.list_id = list_id;
+  v.min_distance = min_distance;
+  DeviceOutputs d = allocate(ev, list.nlocal, list.ntotal, atom_virial);
+  ev.evaluate(v, halo, full_request(atom_virial), d.outputs());
+
+  // One copy back: energy, virial, node energies, forces (and per-atom virials).
+  std::vector<at::Tensor> parts{d.energy, d.virial, d.node_energy, d.forces.flatten()};
+  if (atom_virial) parts.push_back(d.atom_virial.flatten());
+  const std::vector<double> all = to_host(at::cat(parts));
+  LocalPrediction out;
+  auto take = [&, offset = std::size_t{0}](std::size_t n) mutable {
+    std::vector<double> r(all.begin() + offset, all.begin() + offset + n);
+    offset += n;
+    return r;
+  };
+  out.energy = take(1)[0];
+  const std::vector<double> w = take(9);
+  std::copy(w.begin(), w.end(), out.virial.begin());
+  out.node_energy = take(list.nlocal);
+  out.forces = take(3 * static_cast<std::size_t>(list.ntotal));
+  if (atom_virial) out.atom_virial = take(6 * static_cast<std::size_t>(list.ntotal));
+  return out;
+}
+
 }  // namespace flashmace

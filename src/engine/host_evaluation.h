@@ -16,6 +16,31 @@ Prediction evaluate_structure(Evaluator& evaluator, const Structure& structure, 
 LocalPrediction evaluate_local(Evaluator& evaluator, const LocalGraph& graph, HaloExchanger* halo,
                                bool atom_virial = false);
 
+// A neighbour list with its skin, in host memory (the plain pair style): see GraphView::list_id.
+struct HostList {
+  int nlocal = 0, ntotal = 0;
+  std::vector<int64_t> species;           // [ntotal]
+  std::vector<int64_t> sender, receiver;  // [F]
+  std::vector<int32_t> image;             // [F * 3] lattice offsets of each sender's image
+};
+
+// Such a list kept on the evaluator's device between list builds: the connectivity is uploaded
+// when list_id changes, only the positions on the other steps, and the results come back in one
+// copy.
+class ResidentList {
+ public:
+  ResidentList();
+  ~ResidentList();
+  // positions [ntotal * 3]; cell rows a, b, c. Host results, as evaluate_local's.
+  LocalPrediction evaluate(Evaluator& evaluator, const HostList& list, int64_t list_id, const double* positions,
+                           const std::array<double, 9>& cell, double min_distance, HaloExchanger* halo,
+                           bool atom_virial);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // A structure's graph and output buffers resident on the evaluator's device, for repeated
 // evaluations that leave their results there (benchmarks: a step as the Kokkos style will run it).
 class ResidentGraph {

@@ -334,11 +334,12 @@ void PairMACEFlash::finish() {
 void PairMACEFlash::report_rebuilds() {
   if (!model_) return;
   const flashmace::EvaluationCounters now = model_->counters();
-  long long mine[5] = {now.evaluations - reported_.evaluations, now.topology_builds - reported_.topology_builds,
+  long long mine[6] = {now.evaluations - reported_.evaluations, now.topology_builds - reported_.topology_builds,
                        now.radial_pair_builds - reported_.radial_pair_builds,
-                       now.graph_captures - reported_.graph_captures, now.graph_replays - reported_.graph_replays};
-  long long all[5] = {0, 0, 0, 0, 0};
-  MPI_Allreduce(mine, all, 5, MPI_LONG_LONG, MPI_SUM, world);
+                       now.graph_captures - reported_.graph_captures, now.graph_replays - reported_.graph_replays,
+                       now.bucket_overflows - reported_.bucket_overflows};
+  long long all[6] = {0, 0, 0, 0, 0, 0};
+  MPI_Allreduce(mine, all, 6, MPI_LONG_LONG, MPI_SUM, world);
   reported_ = now;
   if (all[0] == 0 || comm->me != 0) return;
   utils::logmesg(lmp, text("mace/flash engine during this run, summed over " + std::to_string(comm->nprocs) +
@@ -346,7 +347,8 @@ void PairMACEFlash::report_rebuilds() {
                            " edge-topology builds, " + std::to_string(all[2]) + " radial-pair builds, " +
                            std::to_string(all[3]) + " CUDA graph captures, " + std::to_string(all[4]) +
                            " graph replays; LAMMPS rebuilt the neighbour lists " +
-                           std::to_string(neighbor->ncalls) + " times after the run's setup\n"));
+                           std::to_string(neighbor->ncalls) + " times after the run's setup; " +
+                           std::to_string(all[5]) + " steps outgrew the engine's edge bucket (each builds once more)\n"));
 }
 
 void PairMACEFlash::report_exchange() {
@@ -405,67 +407,93 @@ void PairMACEFlash::stop_overlap(tagint tag_i, tagint tag_j, double distance) {
                          " A apart, closer than 0.1 A: overlapping atoms"));
 }
 
-flashmace::LocalGraph PairMACEFlash::build_graph() {
-  flashmace::LocalGraph g;
-  g.nlocal = atom->nlocal;
-  g.nghost = atom->nghost;
-  const int ntotal = g.nlocal + g.nghost;
-  double** x = atom->x;
-  const int* type = atom->type;
-  const tagint* tag = atom->tag;
-  g.atomic_numbers.resize(ntotal);
-  g.positions.resize(3 * static_cast<std::size_t>(ntotal));
-  for (int i = 0; i < ntotal; ++i) {
-    g.atomic_numbers[i] = type_atomic_number_[type[i]];
-    for (int d = 0; d < 3; ++d) g.positions[3 * i + d] = x[i][d];
-  }
-  // Ghost positions are copies of local ones (here or on another rank), so checking local atoms
-  // on every rank covers them all.
-  for (int i = 0; i < g.nlocal; ++i)
-    if (!(std::isfinite(x[i][0]) && std::isfinite(x[i][1]) && std::isfinite(x[i][2])))
-      stop_non_finite_position(tag[i]);
+std::array<double, 9> PairMACEFlash::cell() const {
+  const double* h = domain->h;  // xprd yprd zprd yz xz xy
+  return {h[0], 0, 0, h[5], h[1], 0, h[4], h[3], h[2]};
+}
 
-  const double cut2 = model_->cutoff() * model_->cutoff();
+void PairMACEFlash::build_list() {
+  flashmace::HostList& l = list_;
+  const int nlocal = atom->nlocal, nghost = atom->nghost;
+  // One rank: every ghost is a periodic image of an owned atom (the exchanger finds which).
+  const std::vector<int>* owners = comm->nprocs == 1 ? halo_.local_owners() : nullptr;
+  folded_ = owners != nullptr;
+  l.nlocal = nlocal;
+  l.ntotal = folded_ ? nlocal : nlocal + nghost;
+  const std::vector<int64_t> species = type_species();
+  l.species.resize(static_cast<std::size_t>(l.ntotal));
+  for (int i = 0; i < l.ntotal; ++i) l.species[i] = species[atom->type[i]];
+  l.sender.clear();
+  l.receiver.clear();
+  l.image.clear();
+  double** x = atom->x;
+  const double* h = domain->h;
   for (int ii = 0; ii < list->inum; ++ii) {
     const int i = list->ilist[ii];
     const int* jlist = list->firstneigh[i];
     for (int jj = 0; jj < list->numneigh[i]; ++jj) {
       const int j = jlist[jj] & NEIGHMASK;
-      const double dx = x[i][0] - x[j][0], dy = x[i][1] - x[j][1], dz = x[i][2] - x[j][2];
-      const double r2 = dx * dx + dy * dy + dz * dz;
-      if (r2 >= cut2) continue;
-      if (r2 < kMinDistance * kMinDistance)
-        stop_overlap(tag[i], tag[j], std::sqrt(r2));
-      g.sender.push_back(j);
-      g.receiver.push_back(i);
+      int n[3] = {0, 0, 0};
+      int sender = j;
+      if (folded_ && j >= nlocal) {
+        // x_j = x_o + n_a a + n_b b + n_c c, with a = (xprd, 0, 0), b = (xy, yprd, 0), c = (xz, yz, zprd).
+        sender = (*owners)[j - nlocal];
+        const double d[3] = {x[j][0] - x[sender][0], x[j][1] - x[sender][1], x[j][2] - x[sender][2]};
+        n[2] = static_cast<int>(std::lround(d[2] / h[2]));
+        n[1] = static_cast<int>(std::lround((d[1] - n[2] * h[3]) / h[1]));
+        n[0] = static_cast<int>(std::lround((d[0] - n[1] * h[5] - n[2] * h[4]) / h[0]));
+      }
+      l.sender.push_back(sender);
+      l.receiver.push_back(i);
+      l.image.insert(l.image.end(), n, n + 3);
     }
   }
-  return g;
+  ++list_id_;
 }
 
 void PairMACEFlash::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
   check_list_is_current();
   check_list_has_every_type_pair();
-  const flashmace::LocalGraph g = build_graph();
+  if (neighbor->ago == 0 || list_id_ == 0) build_list();
+  double** x = atom->x;
+  // Ghost positions are copies of local ones (here or on another rank), so checking local atoms
+  // on every rank covers them all.
+  for (int i = 0; i < atom->nlocal; ++i)
+    if (!(std::isfinite(x[i][0]) && std::isfinite(x[i][1]) && std::isfinite(x[i][2])))
+      stop_non_finite_position(atom->tag[i]);
+  const int n = list_.ntotal;
+  positions_.resize(3 * static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d) positions_[3 * i + d] = x[i][d];
+  if (!resident_) resident_ = std::make_unique<flashmace::ResidentList>();
   flashmace::LocalPrediction p;
-  evaluate_or_stop([&] { p = flashmace::evaluate_local(*model_, g, exchange_ ? &halo_ : nullptr, vflag_atom != 0); });
+  flashmace::HaloExchanger* halo = exchange_ && !folded_ ? &halo_ : nullptr;
+  evaluate_or_stop([&] {
+    try {
+      p = resident_->evaluate(*model_, list_, list_id_, positions_.data(), cell(), kMinDistance, halo, vflag_atom != 0);
+    } catch (const flashmace::TooCloseError& e) {
+      stop_overlap(atom->tag[e.sender], atom->tag[e.receiver], e.distance);
+    } catch (const flashmace::NonFinitePositionError& e) {
+      stop_non_finite_position(atom->tag[e.node]);
+    }
+  });
   stop_if_not_finite(p.energy, p.forces.data(), p.forces.size(), "force");
 
-  // Ghost rows too: LAMMPS's reverse communication (newton on) adds them to their owners.
+  // Ghost rows too (several ranks): LAMMPS's reverse communication (newton on) adds them to their owners.
   double** f = atom->f;
-  for (int i = 0; i < g.ntotal(); ++i)
+  for (int i = 0; i < n; ++i)
     for (int d = 0; d < 3; ++d) f[i][d] += p.forces[3 * i + d];
   if (eflag_global) eng_vdwl += p.energy;
   if (eflag_atom)
-    for (int i = 0; i < g.nlocal; ++i) eatom[i] += p.node_energy[i];
+    for (int i = 0; i < list_.nlocal; ++i) eatom[i] += p.node_energy[i];
   if (vflag_global) {
     // Both are sum_edges r_ij (x) f_ij (mace_spec.md 10.3); LAMMPS stores xx yy zz xy xz yz.
     const int voigt[6] = {0, 4, 8, 1, 2, 5};
     for (int k = 0; k < 6; ++k) virial[k] += p.virial[voigt[k]];
   }
   if (vflag_atom)
-    for (int i = 0; i < g.ntotal(); ++i)
+    for (int i = 0; i < n; ++i)
       for (int k = 0; k < 6; ++k) vatom[i][k] += p.atom_virial[6 * i + k];
 }
 

@@ -1,11 +1,15 @@
 #pragma once
 // pair_style mace/flash: MACE potentials through flashmace (docs/pair_style.md). A thin adapter:
-// LAMMPS atoms and the full neighbour list become a flashmace::LocalGraph (node = LAMMPS atom
-// index, local atoms first, then ghosts; edges into local atoms), the model's energies, forces and
-// virials go back into LAMMPS's arrays, and the per-layer ghost exchange travels through LAMMPS's
-// pair communication (LammpsHaloExchanger).
+// at each neighbour-list build LAMMPS's full list, skin included, becomes the engine's list
+// (flashmace::HostList; on one rank every ghost folded into the owned atom it is an image of, with
+// its lattice offset), and every step hands the engine positions only (GraphView::list_id: the
+// engine applies the cutoff on its device and rebuilds nothing between list builds). The model's
+// energies, forces and virials go back into LAMMPS's arrays; on several ranks the ghosts stay rows
+// of the graph and the per-layer ghost exchange travels through LAMMPS's pair communication
+// (LammpsHaloExchanger).
 // It is also the common base of the Kokkos style (kokkos/pair_mace_flash_kokkos.h): keywords,
 // type-to-element mapping, model loading, run checks and error messages live here once.
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,6 +18,7 @@
 #include "core/local_graph.h"
 #include "engine/engine_options.h"
 #include "engine/evaluator.h"
+#include "engine/host_evaluation.h"
 #include "lammps_halo_exchanger.h"
 #include "pair.h"
 
@@ -68,7 +73,8 @@ class PairMACEFlash : public Pair {
   void allocate();
   void load_model();
   void stop_if_any_rank_failed(const std::string& failure);
-  flashmace::LocalGraph build_graph();
+  // At a list build: list_ from LAMMPS's list (folding ghosts on one rank), list_id_ raised.
+  void build_list();
 
  protected:
   // pair_style keywords: the engine's (engine_options.h) and the style's own
@@ -91,6 +97,17 @@ class PairMACEFlash : public Pair {
   flashmace::EvaluationCounters reported_;  // the counters at the last report_rebuilds()
   bigint natoms_at_list_build_ = -1;        // atom->natoms when the lists were last built
   flashmace_lammps::LammpsHaloExchanger halo_;
+
+ protected:
+  // The lattice vectors a, b, c of the current box (rows).
+  std::array<double, 9> cell() const;
+  int64_t list_id_ = 0;            // raised at every list build (GraphView::list_id)
+  bool folded_ = false;            // the engine's list has no ghost rows (one rank)
+
+ private:
+  flashmace::HostList list_;       // the engine's list: built at list builds
+  std::vector<double> positions_;  // [list_.ntotal * 3], this step's
+  std::unique_ptr<flashmace::ResidentList> resident_;
 };
 
 }  // namespace LAMMPS_NS

@@ -11,6 +11,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace flashmace {
@@ -51,6 +53,37 @@ std::string canonical_device(const std::string& name) {
     throw Error("Device '" + name + "' does not exist: this machine shows " + std::to_string(count) +
                 " CUDA device(s) (cuda:0 .. cuda:" + std::to_string(count - 1) + ")");
   return "cuda:" + std::to_string(index);
+}
+
+struct StreamScope::Impl {
+#ifdef FLASHMACE_TORCH_CUDA
+  explicit Impl(c10::cuda::CUDAStream stream) : guard(stream) {}
+  c10::cuda::CUDAStreamGuard guard;
+#endif
+};
+
+StreamScope::StreamScope(const std::string& device, void* cuda_stream) {
+#ifdef FLASHMACE_TORCH_CUDA
+  if (is_cuda(device) && cuda_stream)
+    impl_ = std::make_unique<Impl>(
+        c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(cuda_stream), index_of(device)));
+#else
+  (void)device;
+  (void)cuda_stream;
+#endif
+}
+
+StreamScope::~StreamScope() = default;
+
+void synchronize_stream(const std::string& device, void* cuda_stream) {
+#ifdef FLASHMACE_TORCH_CUDA
+  if (is_cuda(device) && cuda_stream) {
+    const cudaError_t status = cudaStreamSynchronize(static_cast<cudaStream_t>(cuda_stream));
+    if (status != cudaSuccess) throw Error(std::string("CUDA stream synchronisation failed: ") + cudaGetErrorString(status));
+    return;
+  }
+#endif
+  synchronize_device(device);
 }
 
 void synchronize_device(const std::string& device) {

@@ -2,6 +2,7 @@
 // Device facts the benchmark needs, without LibTorch in the header: synchronisation and the
 // caching allocator's peak (like torch.cuda.max_memory_allocated); host runs report peak RSS.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace flashmace {
@@ -12,6 +13,23 @@ int cuda_device_count();  // 0 without a usable GPU
 // the fix for unknown names, a machine without a GPU, or an index past the visible devices.
 std::string canonical_device(const std::string& name);
 void synchronize_device(const std::string& device);
+
+// While it lives, LibTorch's current stream on a CUDA device is `cuda_stream` (a cudaStream_t made
+// elsewhere, e.g. Kokkos's), so that work queued here is ordered with the owner's without
+// synchronising the device. Nothing for "cpu" or a null stream.
+class StreamScope {
+ public:
+  StreamScope(const std::string& device, void* cuda_stream);
+  ~StreamScope();
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+// Waits for the work queued on `cuda_stream` (null: the whole device, synchronize_device).
+void synchronize_stream(const std::string& device, void* cuda_stream);
 void reset_peak_memory(const std::string& device);
 // Peak bytes allocated on a CUDA device since the last reset; for "cpu", the process's peak
 // resident set size (which never resets).

@@ -70,12 +70,23 @@ def test_kk_equals_plain_on_reference_structures(tmp_path, case, nprocs):
     print(f"{case} on {nprocs} ranks: max |kk - plain| = {diffs}")
 
 
-def test_kk_without_exchange_differs_np1(tmp_path):
-    # Negative control: the kk style's ghost exchange (its own pack/unpack kernels) carries the
-    # numbers above; with `exchange off` its ghosts keep zero features and the result moves.
-    plain, kk = both_styles(tmp_path, lambda d, args: lammps_results(
-        d, "small_l1", 1, style=DEVICE if not args else f"{DEVICE} exchange off", exe=[LMP], args=args,
+def without_exchange(tmp_path, nprocs):
+    return both_styles(tmp_path, lambda d, args: lammps_results(
+        d, "small_l1", nprocs, style=DEVICE if not args else f"{DEVICE} exchange off", exe=[LMP], args=args,
         preamble=PREAMBLE))
+
+
+def test_kk_without_exchange_equal_np1(tmp_path):
+    # One rank: every ghost is folded into the owned atom it is an image of, so the graph has no
+    # ghost rows and nothing to exchange; `exchange off` changes nothing.
+    plain, kk = without_exchange(tmp_path, 1)
+    assert np.max(np.abs(kk["forces"] - plain["forces"])) <= 1e-10
+
+
+def test_kk_without_exchange_differs_np2(tmp_path):
+    # Negative control: on 2 ranks the kk style's ghost exchange (its own pack/unpack kernels)
+    # carries the numbers above; with `exchange off` its ghosts keep zero features and the result moves.
+    plain, kk = without_exchange(tmp_path, 2)
     assert np.max(np.abs(kk["forces"] - plain["forces"])) > 1e-4
 
 

@@ -1,8 +1,9 @@
 """The halo-exchange report of pair_style mace/flash at the end of each run: per exchanged layer and
 direction, the exchanges made and the values they moved, which must be one row of node features
-(the model's hidden irreps) for every ghost atom LAMMPS reports (its Nghost statistics), on 1 rank
-(in place in the model's memory) and 2 (through LAMMPS's communication); one report per run, none
-with the exchange switched off."""
+(the model's hidden irreps) for every ghost atom LAMMPS reports (its Nghost statistics), on 2 ranks
+(through LAMMPS's communication); one report per run, none with the exchange switched off. One
+rank prints none: there every ghost atom is folded into the owned atom it is a periodic image of,
+so the engine's graph has no ghost rows and nothing is exchanged."""
 import re
 
 import pytest
@@ -21,7 +22,8 @@ velocity all create 800.0 4928459 mom yes rot yes dist gaussian loop geom
 fix nve all nve
 {runs}
 """
-# (kB and ms are "-" on one rank, where the exchange stays in the model's memory)
+# (kB and ms are "-" for an exchange in place in the model's memory, which the pair style no longer
+# makes: one rank folds its ghosts and exchanges nothing)
 ROW = re.compile(r"^\s+(\d+)\s+(forward|reverse)\s+(\d+)\s+([\d.]+)\s+([\d.]+|-)\s+([\d.]+|-)\s+([\d.]+|-)\s*$")
 
 
@@ -56,8 +58,8 @@ def run(tmp_path, nprocs, runs, exchange="on"):
                       nprocs)
 
 
-@pytest.mark.parametrize("nprocs", [1, 2])
-def test_report_counts_one_feature_row_per_ghost_atom(tmp_path, nprocs):
+def test_report_counts_one_feature_row_per_ghost_atom(tmp_path):
+    nprocs = 2
     output = run(tmp_path, nprocs, ["run 0"])
     width = irreps_dim(re.search(r"hidden irreps (\S+),", output)[1])
     (report,), (nghost_ave,) = reports(output), ghosts(output)
@@ -65,14 +67,26 @@ def test_report_counts_one_feature_row_per_ghost_atom(tmp_path, nprocs):
     assert width > 0 and total_ghosts > 0
     # the tiny model has two interactions: one exchanged layer, forward and reverse
     assert sorted(report) == [(1, "forward"), (1, "reverse")], report
-    # one rank: every ghost is an image of its own atoms, exchanged in the model's memory
-    assert ("in place on the model's device" in output) == (nprocs == 1)
-    assert ("staged through host memory" in output) == (nprocs > 1)
+    assert "staged through host memory" in output and "in place on the model's device" not in output
     for direction in ("forward", "reverse"):
         exchanges, values = report[(1, direction)]
         print(f"{nprocs} rank(s), {direction}: {values:.0f} values, {total_ghosts:.0f} ghosts x {width}")
         assert exchanges == 1
         assert values == total_ghosts * width
+
+
+def test_one_rank_folds_its_ghosts_and_reports_no_exchange(tmp_path):
+    output = run(tmp_path, 1, ["run 0", "run 5"])
+    # LAMMPS has ghost atoms (periodic images) on one rank too, and both runs finished (the engine's
+    # report is printed once per run, next to where the exchange report would be) ...
+    nghost = ghosts(output)
+    assert len(nghost) == 2 and min(nghost) > 0, nghost
+    assert output.count("mace/flash engine during this run, summed over 1 rank(s)") == 2
+    print(f"1 rank: Nghost {nghost}, halo-exchange reports {len(reports(output))}")
+    # ... but the engine's graph has no ghost rows (each folded into its owned atom), so nothing is
+    # exchanged, in place or otherwise, and no report is printed
+    assert "mace/flash halo exchange" not in output
+    assert not reports(output)
 
 
 def test_one_report_per_run_and_none_without_exchange(tmp_path):

@@ -194,6 +194,7 @@ void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
 EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64, int64_t nlocal, HaloExchanger* halo,
                              const EngineRequest& want) {
   const at::NoGradGuard no_grad;  // every gradient below is written out; no autograd tape
+  leave_list();
   const int64_t ntotal = g.species.size(0);
   const int64_t E = g.sender.size(0);
   const bool cuda = p_.options.device().is_cuda();
@@ -262,10 +263,26 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     graph_pairs_.clear();
     graph_pairs_generation_ = -1;
   }
+  return finish(replay_or_capture(halo, want));
+}
+
+// The captured step on graph_v64_, graph_pairs_ and topology_: replayed, or captured (its warm-up
+// run's outputs returned) when none is held for this request.
+// A graph that computes more than asked (e.g. per-atom virials captured for a thermo step) serves
+// the steps that ask for less: requests only grow while a graph lives, so alternating output steps
+// capture once.
+EngineResult FastEngine::replay_or_capture(HaloExchanger* halo, const EngineRequest& asked) {
+  EngineRequest want = asked;
+  if (graph_ && graph_halo_ == (halo != nullptr)) {
+    want.forces = want.forces || graph_want_.forces;
+    want.virial = want.virial || graph_want_.virial;
+    want.atom_virial = want.atom_virial || graph_want_.atom_virial;
+  }
+  if (graph_ && (!(graph_want_ == want) || graph_halo_ != (halo != nullptr))) graph_.reset();
   if (graph_) {
     graph_->replay();
     ++counters_.graph_replays;
-    return finish(graph_out_);
+    return graph_out_;
   }
   const std::vector<RadialPairs>* pairs = graph_pairs_.empty() ? nullptr : &graph_pairs_;
   EngineResult warm;
@@ -279,13 +296,14 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   ++counters_.graph_captures;
   if (options_.log)
     options_.log("CUDA graph captured: " + std::to_string(graph_->segments()) + " segment(s) for up to " +
-                  std::to_string(edges) + " edges and " + std::to_string(atoms) + " atoms");
-  return finish(warm);
+                 std::to_string(topology_.padded_edges) + " edges and " + std::to_string(topology_.padded_atoms) +
+                 " atoms");
+  return warm;
 }
 
 EvaluationCounters FastEngine::counters() const {
   EvaluationCounters c = counters_;
-  c.radial_pair_builds = pair_cache_.generation();
+  c.radial_pair_builds = pair_cache_.generation() + skin_pair_builds_;
   return c;
 }
 

@@ -22,6 +22,7 @@
 #include "engine/ops/radial_pairs.h"
 #include "engine/ops/sc_op.h"
 #include "engine/step/side_stream.h"
+#include "engine/step/skin_list.h"
 #include "engine/step/step_graph.h"
 #include "model/mace_forward.h"
 #include "model/mace_params.h"
@@ -66,6 +67,13 @@ class FastEngine {
   EngineResult run(const GraphTensors& graph, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
                    const EngineRequest& want);
 
+  // A neighbour list with its skin, kept between list builds (skin_list.h): `list` is read only
+  // when list_id differs from the last call's; every call brings positions [ntotal, 3] and the cell
+  // [3, 3] (float64, the model's device). Pairs closer than min_distance throw TooCloseError
+  // (node indices). (list_step.cpp)
+  EngineResult run_list(const ListTensors& list, int64_t list_id, const at::Tensor& positions, const at::Tensor& cell,
+                        double min_distance, HaloExchanger* halo, const EngineRequest& want);
+
   // The plan the last run used.
   const MemoryPlan& plan() const { return plan_; }
   // Whether the last run replayed or captured a CUDA graph, and how many graphs were captured so far.
@@ -108,6 +116,13 @@ class FastEngine {
     at::Tensor owner, perm, owners, counts;
   };
   LocalExchange local_;
+  // The skin list of run_list (list_id_ names it; 0: none), and the captured compaction that
+  // writes topology_, graph_pairs_ and graph_v64_ from positions_ and cell_ on every step.
+  std::unique_ptr<SkinList> skin_;
+  int64_t list_id_ = 0;
+  int64_t skin_pair_builds_ = 0;
+  at::Tensor positions_, cell_;
+  std::unique_ptr<SegmentedCudaGraph> compaction_;
   bool graphed_ = false;
   EvaluationCounters counters_;  // topology builds, graph captures and replays (pairs: pair_cache_)
 
@@ -116,6 +131,7 @@ class FastEngine {
   // The pairs of a captured step from graph_v64_: kept while still valid, else made anew and copied
   // into the captured tensors (or the graph dropped when their padded row count changed).
   void update_graph_pairs();
+  EngineResult replay_or_capture(HaloExchanger* halo, const EngineRequest& asked);
   // One evaluation on topology_ with its sorted float64 edge vectors v64; `cut` receives the halo
   // exchanges (run at once, or between graph segments). Outputs have padded rows. (layer_passes.cpp:
   // the forward pass layer by layer, then the backward pass in reverse.)
@@ -135,6 +151,11 @@ class FastEngine {
   void exchange(const at::Tensor& rows, bool forward) const;
   void update_local_exchange();
   at::Tensor sorted_vectors(const at::Tensor& vectors64) const;
+  // run_list's parts (list_step.cpp).
+  bool adopt_list(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, bool may_graph);
+  void compact_list(bool use_graph);
+  void leave_list();  // run() after run_list(): the vectors path owns topology_ again
+  EngineResult step_list(bool use_graph, HaloExchanger* halo, const EngineRequest& want);
 };
 
 }  // namespace flashmace

@@ -1,0 +1,153 @@
+// FastEngine::run_list: MD steps on a neighbour list with its skin (skin_list.h). At a list build
+// the list is sorted, paired and given buckets (adopt_list); on every step the positions go into
+// the engine's own buffers, the compaction (captured once per list) applies the cutoff, one flag
+// read says whether the buckets held (else the list is adopted anew at these positions), and the
+// captured step is replayed. Lists that need several edge chunks (the memory plan) take the
+// vectors path instead, with the cutoff applied on the host side of the device (one nonzero).
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "engine/step/fast_engine.h"
+
+namespace flashmace {
+
+void FastEngine::leave_list() {
+  if (!skin_) return;
+  compaction_.reset();
+  skin_.reset();
+  list_id_ = 0;
+  graph_.reset();
+  topology_ = EdgeTopology{};
+}
+
+bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell,
+                            bool may_graph) {
+  compaction_.reset();  // (it reads the old list's tensors)
+  skin_.reset();
+  const int64_t F = list.graph.sender.size(0), ntotal = list.graph.species.size(0);
+  if (F == 0 || list.nlocal == 0) return false;
+  const double r_max = p_.config.r_max;
+  const at::Tensor v = list_vectors(positions, cell, list.graph.sender, list.graph.receiver, list.image);
+  const int64_t count = ((v * v).sum(1) < r_max * r_max).sum().item<int64_t>();
+  const int64_t edges = skin_bucket(count), atoms = may_graph ? padded_count(ntotal, 256) : ntotal;
+  update_plan(atoms, edges);
+  if (plan_.edge_chunk < edges || plan_.atom_chunk < list.nlocal) return false;
+  TopologyOptions o;
+  o.edge_chunk = plan_.edge_chunk;
+  o.atom_chunk = plan_.atom_chunk;
+  o.padded_atoms = atoms;
+  o.sender_csr = p_.config.num_interactions > 1;
+  o.atom_sums = true;
+  const bool cuda = p_.options.device().is_cuda();
+  const bool pairs = options_.radial_pairs == Choice::On ||
+                     (options_.radial_pairs == Choice::Auto && (!cuda || may_graph || count >= kMinPairedChunkEdges));
+  auto skin = std::make_unique<SkinList>(
+      SkinList::build(list, positions, cell, r_max, o, pairs, p_.options.dtype().toScalarType(), p_.atomic_numbers));
+  ++counters_.topology_builds;
+  if (pairs) ++skin_pair_builds_;
+  // A step captured for the last list reads topology_, graph_pairs_ and graph_v64_: it stays when
+  // the new list has the same shapes (then only their contents change).
+  const bool same_pairs = graph_pairs_.size() == skin->pairs.size() &&
+                          (graph_pairs_.empty() || graph_pairs_.front().rows == skin->pairs.front().rows);
+  if (graph_ && topology_.same_shape(skin->topology) && same_pairs) {
+    topology_.assign_keeping_storage(skin->topology);
+  } else {
+    graph_.reset();
+    topology_ = skin->topology;
+    graph_pairs_ = skin->pairs;
+    graph_v64_ = at::empty({topology_.padded_edges, 3}, positions.options());
+  }
+  positions_ = at::empty_like(positions);
+  cell_ = at::empty_like(cell);
+  skin_ = std::move(skin);
+  return true;
+}
+
+void FastEngine::compact_list(bool use_graph) {
+  auto body = [this](const SegmentedCudaGraph::Cut&) {
+    skin_->compact(positions_, skin_->vectors(positions_, cell_), &topology_,
+                   graph_pairs_.empty() ? nullptr : &graph_pairs_.front(), &graph_v64_);
+  };
+  if (!use_graph) return body([](const SegmentedCudaGraph::HostWork& work) { work(); });
+  if (compaction_) return compaction_->replay();
+  compaction_ = std::make_unique<SegmentedCudaGraph>(p_.options.device(), body, body);  // (the warm-up ran it)
+}
+
+EngineResult FastEngine::step_list(bool use_graph, HaloExchanger* halo, const EngineRequest& want) {
+  halo_ = halo;
+  update_local_exchange();
+  graphed_ = use_graph;
+  EngineResult out;
+  if (use_graph) {
+    out = replay_or_capture(halo, want);
+  } else {
+    graph_.reset();
+    step(graph_v64_, graph_pairs_.empty() ? nullptr : &graph_pairs_, want,
+         [](const SegmentedCudaGraph::HostWork& work) { work(); }, &out);
+  }
+  const int64_t ntotal = topology_.atoms;
+  if (out.forces.defined()) out.forces = out.forces.narrow(0, 0, ntotal);
+  if (out.atom_virial.defined()) out.atom_virial = out.atom_virial.narrow(0, 0, ntotal);
+  return out;
+}
+
+EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, const at::Tensor& positions,
+                                  const at::Tensor& cell, double min_distance, HaloExchanger* halo,
+                                  const EngineRequest& want) {
+  const at::NoGradGuard no_grad;
+  const bool may_graph = options_.cuda_graph && p_.options.device().is_cuda() && !timer_ && list.nlocal > 0 &&
+                         SegmentedCudaGraph::available();
+  const double r_max = p_.config.r_max;
+  if (list_id != list_id_ || !skin_) {
+    check_finite_positions(positions);  // (the list's buckets are sized from them)
+    list_id_ = list_id;
+    if (!adopt_list(list, positions, cell, may_graph)) list_id_ = 0;
+  }
+  if (!skin_) {
+    // The vectors path: the edges within the cutoff, picked here.
+    check_finite_positions(positions);
+    const GraphTensors& g = list.graph;
+    const at::Tensor v = list_vectors(positions, cell, g.sender, g.receiver, list.image);
+    const at::Tensor len2 = (v * v).sum(1);
+    const at::Tensor keep = at::nonzero(len2 < r_max * r_max).squeeze(1);
+    if (keep.size(0) > 0 && min_distance > 0) {
+      const at::Tensor kept = len2.index_select(0, keep);
+      const int64_t k = kept.argmin().item<int64_t>();
+      const double d = std::sqrt(kept[k].item<double>());
+      if (d < min_distance) {
+        const int64_t e = keep[k].item<int64_t>();
+        throw TooCloseError(g.sender[e].item<int64_t>(), g.receiver[e].item<int64_t>(), d);
+      }
+    }
+    const GraphTensors within{g.species, g.sender.index_select(0, keep), g.receiver.index_select(0, keep)};
+    EngineResult r = run(within, v.index_select(0, keep), list.nlocal, halo, want);
+    list_id_ = 0;  // (run() left list mode; the next call adopts the list again)
+    return r;
+  }
+  const bool use_graph = may_graph;
+  positions_.copy_(positions);
+  cell_.copy_(cell);
+  compact_list(use_graph);
+  // The one read per step: whether the buckets held, and the closest pair.
+  at::Tensor status = skin_->status().to(at::kCPU);
+  if (status[2].item<double>() > 0) check_finite_positions(positions_);
+  if (status[0].item<double>() > 0) {
+    ++counters_.bucket_overflows;
+    if (!adopt_list(list, positions, cell, may_graph)) return run_list(list, 0, positions, cell, min_distance, halo, want);
+    positions_.copy_(positions);
+    cell_.copy_(cell);
+    compact_list(use_graph);
+    status = skin_->status().to(at::kCPU);
+    if (status[0].item<double>() > 0) throw Error("skin list: the edges within the cutoff overflowed a fresh bucket");
+  }
+  const double closest = std::sqrt(status[1].item<double>());
+  if (closest < min_distance) {
+    const auto [s, r] = skin_->closest_edge(skin_->vectors(positions_, cell_));
+    throw TooCloseError(s, r, closest);
+  }
+  return step_list(use_graph, halo, want);
+}
+
+}  // namespace flashmace

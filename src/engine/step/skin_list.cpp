@@ -1,0 +1,213 @@
+#include "engine/step/skin_list.h"
+
+#include "core/error.h"
+#include "engine/evaluator.h"
+#include "engine/ops/conv_tp_op.h"
+#include "engine/ops/species_linear.h"
+#include "engine/step/message_stage.h"
+
+namespace flashmace {
+
+namespace {
+
+at::Tensor prefix(const at::Tensor& counts) {  // [n] -> [n + 1] exclusive scan with the total last
+  return at::cat({at::zeros({1}, counts.options()), at::cumsum(counts, 0)});
+}
+
+// Headroom over the edges within the cutoff at the list build: a list lives while no atom moved
+// more than half the skin, in which time the count changes by a few percent at most in dense
+// matter; beyond that the bucket is rebuilt.
+}  // namespace
+
+int64_t skin_bucket(int64_t count) { return padded_count(count + count / 32 + 64, 256); }
+
+void check_finite_positions(const at::Tensor& positions) {
+  const at::Tensor bad = ~at::isfinite(positions).all(1);
+  if (!bad.any().item<bool>()) return;
+  throw NonFinitePositionError(at::nonzero(bad)[0][0].item<int64_t>());
+}
+
+at::Tensor list_vectors(const at::Tensor& x, const at::Tensor& cell, const at::Tensor& sender,
+                        const at::Tensor& receiver, const at::Tensor& image) {
+  const at::Tensor d = x.index_select(0, receiver) - x.index_select(0, sender);
+  const at::Tensor shift = (image.narrow(1, 0, 1) * cell.narrow(0, 0, 1) + image.narrow(1, 1, 1) * cell.narrow(0, 1, 1)) +
+                           image.narrow(1, 2, 1) * cell.narrow(0, 2, 1);
+  return d - shift;
+}
+
+SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
+                         TopologyOptions options, bool pairs, at::ScalarType dtype, const at::Tensor& atomic_numbers) {
+  const GraphTensors& g = list.graph;
+  if (list.nlocal < 1) throw Error("skin list: needs at least one owned atom");
+  SkinList s;
+  s.cutoff_ = cutoff;
+  s.nlocal_ = list.nlocal;
+  const int64_t ntotal = g.species.size(0);
+  const auto sorted = at::sort(g.receiver, /*stable=*/true, 0, false);
+  s.f_order_ = std::get<1>(sorted);
+  s.f_recv_ = std::get<0>(sorted);
+  s.f_send_ = g.sender.index_select(0, s.f_order_);
+  s.f_image_ = list.image.to(at::kDouble).index_select(0, s.f_order_);
+  s.f_row_ptr_ = row_pointer(s.f_recv_, list.nlocal);
+  const at::Tensor full = s.vectors(positions, cell);
+  if (pairs) {
+    const RadialPairs p = pair_reverse_edges(s.f_send_, s.f_recv_, full, dtype);
+    s.f_index_ = p.index;
+    s.f_first_ = p.first;
+    s.f_second_ = p.second;
+    s.f_share_ = p.share;
+  }
+  const at::Tensor z_node = atomic_numbers.index_select(0, g.species);
+  s.z_node_ = z_node;
+
+  // The compacted topology as its own build would make it from the edges within the cutoff now
+  // (host-side parts: chunks, elements present, species groups; its tensors are rewritten by every
+  // compact()), in a bucket with headroom.
+  const at::Tensor within = at::nonzero(s.within(full)).squeeze(1);
+  const int64_t count = within.size(0);
+  options.padded_edges = skin_bucket(count);
+  options.padded_atoms = options.padded_atoms > 0 ? std::max(options.padded_atoms, ntotal) : ntotal;
+  options.edge_chunk = std::max(options.edge_chunk, options.padded_edges);
+  GraphTensors now{g.species, s.f_send_.index_select(0, within), s.f_recv_.index_select(0, within)};
+  s.topology = EdgeTopology::build(now, list.nlocal, options, atomic_numbers);
+  const EdgeTopology& t = s.topology;
+  s.slot_node_ = at::zeros({atomic_numbers.size(0)}, g.species.options())
+                     .index_put_({t.present_index}, at::arange(t.present_index.size(0), g.species.options()))
+                     .index_select(0, g.species);
+  const XIndexCsr by_sender = xindex_csr(s.f_send_, t.padded_atoms);
+  s.f_sender_order_ = by_sender.perm;
+  s.f_sender_ptr_ = by_sender.ptr;
+  if (pairs) {
+    // Rows: the pairs and single edges within the cutoff, one shared by the padding edges, and
+    // headroom.
+    const int64_t rows = s.within_rows(full).sum().item<int64_t>();
+    const int64_t bucket_rows = padded_count(rows + 1 + rows / 32 + 64, 256);
+    RadialPairs p;
+    p.rows = bucket_rows;
+    p.index = at::zeros({t.padded_edges}, g.sender.options());
+    p.first = at::zeros({bucket_rows}, g.sender.options());
+    p.second = at::full({bucket_rows}, -1, g.sender.options());
+    p.share = at::ones({t.padded_edges, 1}, s.f_share_.options());
+    s.pairs.assign(1, p);
+  }
+  s.status_ = at::zeros({3}, full.options());
+  return s;
+}
+
+at::Tensor SkinList::vectors(const at::Tensor& positions, const at::Tensor& cell) const {
+  return list_vectors(positions, cell, f_send_, f_recv_, f_image_);
+}
+
+// Whether each listed edge is within the cutoff; with pairs, decided by each pair's first edge.
+at::Tensor SkinList::within(const at::Tensor& full) const {
+  const double cut2 = cutoff_ * cutoff_;
+  if (!f_first_.defined()) return (full * full).sum(1) < cut2;
+  return within_rows(full).index_select(0, f_index_);
+}
+
+at::Tensor SkinList::within_rows(const at::Tensor& full) const {
+  const at::Tensor first = full.index_select(0, f_first_);
+  return (first * first).sum(1) < cutoff_ * cutoff_;
+}
+
+void SkinList::compact(const at::Tensor& positions, const at::Tensor& full, EdgeTopology* topo, RadialPairs* pairs,
+                       at::Tensor* v64) {
+  const int64_t F = f_send_.size(0), B = topo->padded_edges, A = topo->padded_atoms, N = nlocal_;
+  const auto i64 = f_send_.options();
+  const at::Tensor m = within(full);
+  const at::Tensor cx = prefix(m.to(at::kLong));  // [F + 1]
+  const at::Tensor count = cx.narrow(0, F, 1);
+  const at::Tensor D = at::clamp_min(B - count, 0);
+  // Padding edges before row r: floor(r D / N), r = 0..N.
+  const at::Tensor P = at::div(at::arange(N + 1, i64) * D, N, "floor");
+  const at::Tensor rp = cx.index_select(0, f_row_ptr_) + P;  // compacted row pointers [N + 1]
+  const at::Tensor dump = at::full({1}, B, i64);
+  at::Tensor pos = cx.narrow(0, 0, F) + P.index_select(0, f_recv_);
+  pos = at::where(m & (pos < B), pos, dump);
+  at::Tensor src = at::full({B + 1}, F, i64);
+  src.index_put_({pos}, at::arange(F, i64));
+  src = src.narrow(0, 0, B);
+  const at::Tensor real = src < F, srcc = at::clamp_max(src, F - 1);
+  const at::Tensor slot = at::arange(B, i64);
+  const at::Tensor recv = at::clamp(at::searchsorted(rp, slot, /*out_int32=*/false, /*right=*/true) - 1, 0, N - 1);
+  const at::Tensor send = at::where(real, f_send_.index_select(0, srcc), recv);
+  at::Tensor far = at::zeros({1, 3}, full.options());
+  far.select(1, 0).fill_(4.0 * cutoff_ + 10.0);
+  v64->copy_(at::where(real.unsqueeze(1), full.index_select(0, srcc), far));
+  topo->sender.copy_(send);
+  topo->receiver.copy_(recv);
+  topo->z_sender.copy_(z_node_.index_select(0, send));
+  topo->z_receiver.copy_(z_node_.index_select(0, recv));
+  topo->sender_slot.copy_(slot_node_.index_select(0, send));
+  topo->chunk_rows.front().copy_(recv);
+  topo->chunk_row_ptr.front().copy_(rp);
+
+  const bool sender_csr = !topo->chunk_senders.empty(), sums = topo->sender_order.defined();
+  if (sender_csr || sums) {
+    // Sender order: the listed edges' (stable), filtered by the mask; each owned atom's padding
+    // edges after its real ones.
+    const at::Tensor ms = m.index_select(0, f_sender_order_).to(at::kLong);
+    const at::Tensor sx = prefix(ms);
+    const at::Tensor Ps = P.index_select(0, at::clamp_max(at::arange(A + 1, i64), N));
+    const at::Tensor sptr = sx.index_select(0, f_sender_ptr_) + Ps;
+    const at::Tensor sender_sorted = f_send_.index_select(0, f_sender_order_);
+    at::Tensor spos = sx.narrow(0, 0, F) + Ps.index_select(0, sender_sorted);
+    spos = at::where((ms > 0) & (spos < B), spos, dump);
+    at::Tensor perm = at::zeros({B + 1}, i64);
+    perm.index_put_({spos}, pos.index_select(0, f_sender_order_));
+    at::Tensor ppos = sptr.index_select(0, recv + 1) - rp.index_select(0, recv + 1) + slot;
+    ppos = at::where(~real & (ppos >= 0) & (ppos < B), ppos, dump);
+    perm.index_put_({ppos}, slot);
+    perm = perm.narrow(0, 0, B);
+    if (sender_csr) {
+      topo->chunk_senders.front().perm.copy_(perm);
+      topo->chunk_senders.front().ptr.copy_(sptr);
+    }
+    if (sums) {
+      topo->sender_order.copy_(perm);
+      topo->sender_ptr.copy_(sptr);
+      topo->sender_counts.copy_(sptr.diff());
+      const at::Tensor rptr = at::cat({rp, at::full({A - N}, B, i64)});
+      topo->receiver_ptr.copy_(rptr);
+      topo->receiver_counts.copy_(rptr.diff());
+    }
+  }
+
+  at::Tensor rows_overflow = at::zeros({1}, i64);
+  if (pairs) {
+    const int64_t U = pairs->rows;
+    const at::Tensor mrow = within_rows(full);
+    const at::Tensor crow = prefix(mrow.to(at::kLong));
+    const int64_t Uf = f_first_.size(0);
+    const at::Tensor used = crow.narrow(0, Uf, 1);  // real rows
+    const at::Tensor rdump = at::full({1}, U, i64);
+    at::Tensor rowpos = at::where(mrow & (crow.narrow(0, 0, Uf) < U), crow.narrow(0, 0, Uf), rdump);
+    // Every padding edge reads one shared row after the real ones (their vectors, hence their
+    // radial features, are all the same; their length gradients are exact zeros).
+    const at::Tensor index = at::where(real, rowpos.index_select(0, f_index_.index_select(0, srcc)), used);
+    pairs->index.copy_(at::clamp_max(index, U - 1));
+    at::Tensor first = at::zeros({U + 1}, i64), second = at::full({U + 1}, -1, i64);
+    const at::Tensor pos_ext = at::cat({pos, dump});  // (-1 partners read the dump slot)
+    first.index_put_({rowpos}, pos.index_select(0, f_first_));
+    const at::Tensor partner = pos_ext.index_select(0, at::where(f_second_ >= 0, f_second_, at::full({1}, F, i64)));
+    second.index_put_({rowpos}, at::where((f_second_ >= 0) & (partner < B), partner, at::full({1}, -1, i64)));
+    first.index_put_({at::where(~real & (used < U), used, rdump)}, slot);
+    pairs->first.copy_(first.narrow(0, 0, U));
+    pairs->second.copy_(second.narrow(0, 0, U));
+    pairs->share.copy_(at::where(real.unsqueeze(1), f_share_.index_select(0, srcc), at::ones({1, 1}, f_share_.options())));
+    rows_overflow = (used + 1 > U).to(at::kLong);
+  }
+  // [overflow, smallest squared length within the cutoff]
+  const at::Tensor len2 = (full * full).sum(1);
+  const at::Tensor closest = at::where(m, len2, at::full({1}, 1e300, len2.options())).min().reshape({1});
+  const at::Tensor non_finite = (~at::isfinite(positions)).sum().to(at::kDouble).reshape({1});
+  status_.copy_(at::cat({((count > B).to(at::kLong) + rows_overflow).to(at::kDouble), closest, non_finite}));
+}
+
+std::pair<int64_t, int64_t> SkinList::closest_edge(const at::Tensor& full) const {
+  const at::Tensor len2 = at::where(within(full), (full * full).sum(1), at::full({1}, 1e300, full.options()));
+  const int64_t e = len2.argmin().item<int64_t>();
+  return {f_send_[e].item<int64_t>(), f_recv_[e].item<int64_t>()};
+}
+
+}  // namespace flashmace

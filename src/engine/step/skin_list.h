@@ -1,0 +1,93 @@
+#pragma once
+// A neighbour list with its skin, kept for the many steps between two list builds (LAMMPS rebuilds
+// every ~10-20 steps). Its connectivity is sorted by receiver, by sender and paired (reverse edges,
+// radial_pairs.h) once per list; every step only positions come in, and the cutoff is applied by
+// compaction on the model's device: a mask |v| < r_max (decided per radial pair, so both edges of a
+// pair agree), exclusive scans of it in receiver order, in sender order and over the pair rows, and
+// scatters into a bucket of fixed size. The compacted topology and pairs keep the shapes and
+// addresses that a captured CUDA graph reads, so nothing is sorted, counted on the host or
+// recaptured on a step between list builds.
+//
+// The bucket holds the edges within the cutoff plus padding: the padding edges sit at the end of
+// the receiver rows, spread evenly over them (row r gets floor((r+1)D/N) - floor(rD/N) of the D),
+// as self-edges with a vector beyond every cutoff (exact zeros), all reading one shared pair row.
+// When more edges come within the cutoff than the bucket holds, status() says so on the device
+// and the caller builds a larger bucket before the step (one flag read per step).
+// Internal to the fast engine (ATen).
+#include <ATen/ATen.h>
+
+#include "engine/ops/radial_pairs.h"
+#include "engine/step/edge_topology.h"
+
+namespace flashmace {
+
+// A neighbour list of one domain: species [ntotal], sender/receiver [F] (receivers < nlocal),
+// image [F, 3] float64 lattice offsets of each sender's image (integers), all on one device.
+struct ListTensors {
+  GraphTensors graph;
+  at::Tensor image;
+  int64_t nlocal = 0;
+};
+
+// The first node with a non-finite position: throws NonFinitePositionError (positions [ntotal, 3]);
+// nothing when all are finite. One host synchronisation.
+void check_finite_positions(const at::Tensor& positions);
+
+// x[receiver] - x[sender] - image . cell, float64, computed as (x_r - x_s) - ((n_a a + n_b b) + n_c c)
+// so that an edge and its reverse (image negated) get exact negatives. positions [ntotal, 3],
+// cell [3, 3] rows a, b, c, both float64 on the list's device.
+at::Tensor list_vectors(const at::Tensor& positions, const at::Tensor& cell, const at::Tensor& sender,
+                        const at::Tensor& receiver, const at::Tensor& image);
+
+// The edge bucket for `count` edges within the cutoff at a list build (with headroom).
+int64_t skin_bucket(int64_t count);
+
+class SkinList {
+ public:
+  // Sorts and pairs the list, and sizes the buckets from the edges within `cutoff` at `positions`
+  // and `cell` (with headroom). options: the compacted topology's (one edge chunk; padded_edges and
+  // padded_atoms are set here); pairs: whether the compacted step shares radial rows.
+  static SkinList build(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
+                        TopologyOptions options, bool pairs, at::ScalarType dtype, const at::Tensor& atomic_numbers);
+
+  // The vectors of every listed edge in receiver order [F, 3] float64.
+  at::Tensor vectors(const at::Tensor& positions, const at::Tensor& cell) const;
+
+  // Compacts: the edges of `full` (vectors()) within the cutoff into `topo` and `pairs` (the
+  // shapes of `topology` and `pairs` below: their tensors are rewritten in place, their storage
+  // kept) and into `v64` [bucket, 3]; writes status().
+  // positions: this step's (counted for status()'s non-finite entries).
+  void compact(const at::Tensor& positions, const at::Tensor& full, EdgeTopology* topo, RadialPairs* pairs,
+               at::Tensor* v64);
+
+  // [3] float64 on the device, written by compact(): [0] > 0 when the edges or pair rows within the
+  // cutoff outgrew the buckets (the outputs are then invalid), [1] the smallest squared length
+  // within the cutoff, [2] the number of non-finite position components.
+  const at::Tensor& status() const { return status_; }
+  int64_t listed_edges() const { return f_send_.size(0); }
+  // The edges (receiver order) with the smallest length within the cutoff: its sender and receiver.
+  std::pair<int64_t, int64_t> closest_edge(const at::Tensor& full) const;
+
+  // What compact() writes into: a topology of the bucket's shape (one edge chunk) and its pairs
+  // (one RadialPairs with a bucket of rows, or none).
+  EdgeTopology topology;
+  std::vector<RadialPairs> pairs;
+
+ private:
+  at::Tensor within(const at::Tensor& full) const;       // [F] bool
+  at::Tensor within_rows(const at::Tensor& full) const;  // [pair rows] bool, by each row's first edge
+
+  double cutoff_ = 0;
+  int64_t nlocal_ = 0;
+  at::Tensor f_order_;                // [F] the caller's edge index of each edge in receiver order
+  at::Tensor f_recv_, f_send_;        // [F] in receiver order
+  at::Tensor f_image_;                // [F, 3] float64
+  at::Tensor f_row_ptr_;              // [nlocal + 1]
+  at::Tensor f_sender_order_;         // [F] receiver-order edges sorted by sender (stable)
+  at::Tensor f_sender_ptr_;           // [padded atoms + 1]
+  at::Tensor f_index_, f_first_, f_second_, f_share_;  // the pairing of all listed edges (or undefined)
+  at::Tensor z_node_, slot_node_;     // [ntotal] atomic number and element slot of each node
+  at::Tensor status_;
+};
+
+}  // namespace flashmace
