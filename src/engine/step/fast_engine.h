@@ -121,7 +121,8 @@ class FastEngine {
   std::unique_ptr<SkinList> skin_;
   int64_t list_id_ = 0;
   int64_t skin_pair_builds_ = 0;
-  at::Tensor positions_, cell_;
+  at::Tensor positions_;  // this step's, read by the compaction
+  at::Tensor cell_;       // the caller's cell tensor the list's shifts were made with
   std::unique_ptr<SegmentedCudaGraph> compaction_;
   bool graphed_ = false;
   EvaluationCounters counters_;  // topology builds, graph captures and replays (pairs: pair_cache_)

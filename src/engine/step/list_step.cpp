@@ -31,7 +31,9 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   const double r_max = p_.config.r_max;
   const at::Tensor v = list_vectors(positions, cell, list.graph.sender, list.graph.receiver, list.image);
   const int64_t count = ((v * v).sum(1) < r_max * r_max).sum().item<int64_t>();
-  const int64_t edges = skin_bucket(count), atoms = may_graph ? padded_count(ntotal, 256) : ntotal;
+  const std::pair<int64_t, int64_t> previous{graph_ ? topology_.padded_edges : 0,
+                                             graph_ && !graph_pairs_.empty() ? graph_pairs_.front().rows : 0};
+  const int64_t edges = skin_bucket(count, previous.first), atoms = may_graph ? padded_count(ntotal, 256) : ntotal;
   update_plan(atoms, edges);
   if (plan_.edge_chunk < edges || plan_.atom_chunk < list.nlocal) return false;
   TopologyOptions o;
@@ -44,7 +46,8 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   const bool pairs = options_.radial_pairs == Choice::On ||
                      (options_.radial_pairs == Choice::Auto && (!cuda || may_graph || count >= kMinPairedChunkEdges));
   auto skin = std::make_unique<SkinList>(
-      SkinList::build(list, positions, cell, r_max, o, pairs, p_.options.dtype().toScalarType(), p_.atomic_numbers));
+      SkinList::build(list, positions, cell, r_max, o, pairs, p_.options.dtype().toScalarType(), p_.atomic_numbers,
+                      previous));
   ++counters_.topology_builds;
   if (pairs) ++skin_pair_builds_;
   // A step captured for the last list reads topology_, graph_pairs_ and graph_v64_: it stays when
@@ -60,14 +63,14 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
     graph_v64_ = at::empty({topology_.padded_edges, 3}, positions.options());
   }
   positions_ = at::empty_like(positions);
-  cell_ = at::empty_like(cell);
+  cell_ = cell;
   skin_ = std::move(skin);
   return true;
 }
 
 void FastEngine::compact_list(bool use_graph) {
   auto body = [this](const SegmentedCudaGraph::Cut&) {
-    skin_->compact(positions_, skin_->vectors(positions_, cell_), &topology_,
+    skin_->compact(positions_, skin_->vectors(positions_), &topology_,
                    graph_pairs_.empty() ? nullptr : &graph_pairs_.front(), &graph_v64_);
   };
   if (!use_graph) return body([](const SegmentedCudaGraph::HostWork& work) { work(); });
@@ -128,7 +131,10 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
   }
   const bool use_graph = may_graph;
   positions_.copy_(positions);
-  cell_.copy_(cell);
+  if (!cell.is_same(cell_)) {  // (the evaluator makes a new tensor when the box changes)
+    skin_->set_cell(cell);
+    cell_ = cell;
+  }
   compact_list(use_graph);
   // The one read per step: whether the buckets held, and the closest pair.
   at::Tensor status = skin_->status().to(at::kCPU);
@@ -137,14 +143,13 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
     ++counters_.bucket_overflows;
     if (!adopt_list(list, positions, cell, may_graph)) return run_list(list, 0, positions, cell, min_distance, halo, want);
     positions_.copy_(positions);
-    cell_.copy_(cell);
     compact_list(use_graph);
     status = skin_->status().to(at::kCPU);
     if (status[0].item<double>() > 0) throw Error("skin list: the edges within the cutoff overflowed a fresh bucket");
   }
   const double closest = std::sqrt(status[1].item<double>());
   if (closest < min_distance) {
-    const auto [s, r] = skin_->closest_edge(skin_->vectors(positions_, cell_));
+    const auto [s, r] = skin_->closest_edge(skin_->vectors(positions_));
     throw TooCloseError(s, r, closest);
   }
   return step_list(use_graph, halo, want);

@@ -19,7 +19,15 @@ at::Tensor prefix(const at::Tensor& counts) {  // [n] -> [n + 1] exclusive scan 
 // matter; beyond that the bucket is rebuilt.
 }  // namespace
 
-int64_t skin_bucket(int64_t count) { return padded_count(count + count / 32 + 64, 256); }
+int64_t skin_bucket(int64_t count, int64_t previous) {
+  // Hysteresis: the last list's bucket while it holds this count with 1.6 % to 6 % to spare (a
+  // captured step of that size is then replayed for the new list); else ~3 % headroom in steps
+  // of ~0.2 %.
+  if (previous >= count + count / 64 + 64 && previous <= count + count / 16 + 1024) return previous;
+  int64_t granule = 256;
+  while (granule * 512 < count) granule *= 2;
+  return (count + count / 32 + 64 + granule - 1) / granule * granule;
+}
 
 void check_finite_positions(const at::Tensor& positions) {
   const at::Tensor bad = ~at::isfinite(positions).all(1);
@@ -36,7 +44,8 @@ at::Tensor list_vectors(const at::Tensor& x, const at::Tensor& cell, const at::T
 }
 
 SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
-                         TopologyOptions options, bool pairs, at::ScalarType dtype, const at::Tensor& atomic_numbers) {
+                         TopologyOptions options, bool pairs, at::ScalarType dtype, const at::Tensor& atomic_numbers,
+                         const std::pair<int64_t, int64_t>& previous) {
   const GraphTensors& g = list.graph;
   if (list.nlocal < 1) throw Error("skin list: needs at least one owned atom");
   SkinList s;
@@ -49,7 +58,9 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   s.f_send_ = g.sender.index_select(0, s.f_order_);
   s.f_image_ = list.image.to(at::kDouble).index_select(0, s.f_order_);
   s.f_row_ptr_ = row_pointer(s.f_recv_, list.nlocal);
-  const at::Tensor full = s.vectors(positions, cell);
+  s.shift_ = at::empty_like(s.f_image_);
+  s.set_cell(cell);
+  const at::Tensor full = s.vectors(positions);
   if (pairs) {
     const RadialPairs p = pair_reverse_edges(s.f_send_, s.f_recv_, full, dtype);
     s.f_index_ = p.index;
@@ -65,7 +76,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   // compact()), in a bucket with headroom.
   const at::Tensor within = at::nonzero(s.within(full)).squeeze(1);
   const int64_t count = within.size(0);
-  options.padded_edges = skin_bucket(count);
+  options.padded_edges = skin_bucket(count, previous.first);
   options.padded_atoms = options.padded_atoms > 0 ? std::max(options.padded_atoms, ntotal) : ntotal;
   options.edge_chunk = std::max(options.edge_chunk, options.padded_edges);
   GraphTensors now{g.species, s.f_send_.index_select(0, within), s.f_recv_.index_select(0, within)};
@@ -76,12 +87,13 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
                      .index_select(0, g.species);
   const XIndexCsr by_sender = xindex_csr(s.f_send_, t.padded_atoms);
   s.f_sender_order_ = by_sender.perm;
+  s.f_sender_sorted_ = s.f_send_.index_select(0, by_sender.perm);
   s.f_sender_ptr_ = by_sender.ptr;
   if (pairs) {
     // Rows: the pairs and single edges within the cutoff, one shared by the padding edges, and
     // headroom.
-    const int64_t rows = s.within_rows(full).sum().item<int64_t>();
-    const int64_t bucket_rows = padded_count(rows + 1 + rows / 32 + 64, 256);
+    const int64_t rows = s.within_rows((full * full).sum(1)).sum().item<int64_t>();
+    const int64_t bucket_rows = skin_bucket(rows + 1, previous.second);
     RadialPairs p;
     p.rows = bucket_rows;
     p.index = at::zeros({t.padded_edges}, g.sender.options());
@@ -94,27 +106,33 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   return s;
 }
 
-at::Tensor SkinList::vectors(const at::Tensor& positions, const at::Tensor& cell) const {
-  return list_vectors(positions, cell, f_send_, f_recv_, f_image_);
+void SkinList::set_cell(const at::Tensor& cell) {
+  shift_.copy_((f_image_.narrow(1, 0, 1) * cell.narrow(0, 0, 1) + f_image_.narrow(1, 1, 1) * cell.narrow(0, 1, 1)) +
+               f_image_.narrow(1, 2, 1) * cell.narrow(0, 2, 1));
+}
+
+at::Tensor SkinList::vectors(const at::Tensor& positions) const {
+  return (positions.index_select(0, f_recv_) - positions.index_select(0, f_send_)) - shift_;
 }
 
 // Whether each listed edge is within the cutoff; with pairs, decided by each pair's first edge.
-at::Tensor SkinList::within(const at::Tensor& full) const {
-  const double cut2 = cutoff_ * cutoff_;
-  if (!f_first_.defined()) return (full * full).sum(1) < cut2;
-  return within_rows(full).index_select(0, f_index_);
+at::Tensor SkinList::within(const at::Tensor& full) const { return within_edges((full * full).sum(1)); }
+
+at::Tensor SkinList::within_rows(const at::Tensor& len2) const {
+  return len2.index_select(0, f_first_) < cutoff_ * cutoff_;
 }
 
-at::Tensor SkinList::within_rows(const at::Tensor& full) const {
-  const at::Tensor first = full.index_select(0, f_first_);
-  return (first * first).sum(1) < cutoff_ * cutoff_;
+at::Tensor SkinList::within_edges(const at::Tensor& len2) const {
+  if (!f_first_.defined()) return len2 < cutoff_ * cutoff_;
+  return within_rows(len2).index_select(0, f_index_);
 }
 
 void SkinList::compact(const at::Tensor& positions, const at::Tensor& full, EdgeTopology* topo, RadialPairs* pairs,
                        at::Tensor* v64) {
   const int64_t F = f_send_.size(0), B = topo->padded_edges, A = topo->padded_atoms, N = nlocal_;
   const auto i64 = f_send_.options();
-  const at::Tensor m = within(full);
+  const at::Tensor len2 = (full * full).sum(1);
+  const at::Tensor m = within_edges(len2);
   const at::Tensor cx = prefix(m.to(at::kLong));  // [F + 1]
   const at::Tensor count = cx.narrow(0, F, 1);
   const at::Tensor D = at::clamp_min(B - count, 0);
@@ -150,8 +168,7 @@ void SkinList::compact(const at::Tensor& positions, const at::Tensor& full, Edge
     const at::Tensor sx = prefix(ms);
     const at::Tensor Ps = P.index_select(0, at::clamp_max(at::arange(A + 1, i64), N));
     const at::Tensor sptr = sx.index_select(0, f_sender_ptr_) + Ps;
-    const at::Tensor sender_sorted = f_send_.index_select(0, f_sender_order_);
-    at::Tensor spos = sx.narrow(0, 0, F) + Ps.index_select(0, sender_sorted);
+    at::Tensor spos = sx.narrow(0, 0, F) + Ps.index_select(0, f_sender_sorted_);
     spos = at::where((ms > 0) & (spos < B), spos, dump);
     at::Tensor perm = at::zeros({B + 1}, i64);
     perm.index_put_({spos}, pos.index_select(0, f_sender_order_));
@@ -176,7 +193,7 @@ void SkinList::compact(const at::Tensor& positions, const at::Tensor& full, Edge
   at::Tensor rows_overflow = at::zeros({1}, i64);
   if (pairs) {
     const int64_t U = pairs->rows;
-    const at::Tensor mrow = within_rows(full);
+    const at::Tensor mrow = within_rows(len2);
     const at::Tensor crow = prefix(mrow.to(at::kLong));
     const int64_t Uf = f_first_.size(0);
     const at::Tensor used = crow.narrow(0, Uf, 1);  // real rows
@@ -197,8 +214,7 @@ void SkinList::compact(const at::Tensor& positions, const at::Tensor& full, Edge
     pairs->share.copy_(at::where(real.unsqueeze(1), f_share_.index_select(0, srcc), at::ones({1, 1}, f_share_.options())));
     rows_overflow = (used + 1 > U).to(at::kLong);
   }
-  // [overflow, smallest squared length within the cutoff]
-  const at::Tensor len2 = (full * full).sum(1);
+  // [overflow, smallest squared length within the cutoff, non-finite position components]
   const at::Tensor closest = at::where(m, len2, at::full({1}, 1e300, len2.options())).min().reshape({1});
   const at::Tensor non_finite = (~at::isfinite(positions)).sum().to(at::kDouble).reshape({1});
   status_.copy_(at::cat({((count > B).to(at::kLong) + rows_overflow).to(at::kDouble), closest, non_finite}));

@@ -16,6 +16,8 @@
 // Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
+#include <utility>
+
 #include "engine/ops/radial_pairs.h"
 #include "engine/step/edge_topology.h"
 
@@ -39,19 +41,25 @@ void check_finite_positions(const at::Tensor& positions);
 at::Tensor list_vectors(const at::Tensor& positions, const at::Tensor& cell, const at::Tensor& sender,
                         const at::Tensor& receiver, const at::Tensor& image);
 
-// The edge bucket for `count` edges within the cutoff at a list build (with headroom).
-int64_t skin_bucket(int64_t count);
+// The bucket for `count` edges (or pair rows) within the cutoff at a list build, with headroom;
+// `previous` (the last list's, 0: none) when it still fits well.
+int64_t skin_bucket(int64_t count, int64_t previous = 0);
 
 class SkinList {
  public:
   // Sorts and pairs the list, and sizes the buckets from the edges within `cutoff` at `positions`
   // and `cell` (with headroom). options: the compacted topology's (one edge chunk; padded_edges and
-  // padded_atoms are set here); pairs: whether the compacted step shares radial rows.
+  // padded_atoms are set here); pairs: whether the compacted step shares radial rows; previous:
+  // the last list's edge and row buckets (kept when they still fit, skin_bucket).
   static SkinList build(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
-                        TopologyOptions options, bool pairs, at::ScalarType dtype, const at::Tensor& atomic_numbers);
+                        TopologyOptions options, bool pairs, at::ScalarType dtype, const at::Tensor& atomic_numbers,
+                        const std::pair<int64_t, int64_t>& previous = {0, 0});
 
-  // The vectors of every listed edge in receiver order [F, 3] float64.
-  at::Tensor vectors(const at::Tensor& positions, const at::Tensor& cell) const;
+  // The lattice offsets times a new cell [3, 3] (in place: a captured compaction reads them).
+  void set_cell(const at::Tensor& cell);
+  // The vectors of every listed edge in receiver order [F, 3] float64, from positions [ntotal, 3]
+  // and the last set_cell().
+  at::Tensor vectors(const at::Tensor& positions) const;
 
   // Compacts: the edges of `full` (vectors()) within the cutoff into `topo` and `pairs` (the
   // shapes of `topology` and `pairs` below: their tensors are rewritten in place, their storage
@@ -74,16 +82,19 @@ class SkinList {
   std::vector<RadialPairs> pairs;
 
  private:
-  at::Tensor within(const at::Tensor& full) const;       // [F] bool
-  at::Tensor within_rows(const at::Tensor& full) const;  // [pair rows] bool, by each row's first edge
+  at::Tensor within(const at::Tensor& full) const;        // [F] bool
+  at::Tensor within_edges(const at::Tensor& len2) const;  // [F] bool from the squared lengths
+  at::Tensor within_rows(const at::Tensor& len2) const;   // [pair rows] bool, by each row's first edge
 
   double cutoff_ = 0;
   int64_t nlocal_ = 0;
   at::Tensor f_order_;                // [F] the caller's edge index of each edge in receiver order
   at::Tensor f_recv_, f_send_;        // [F] in receiver order
   at::Tensor f_image_;                // [F, 3] float64
+  at::Tensor shift_;                  // [F, 3] f_image_ times the cell
   at::Tensor f_row_ptr_;              // [nlocal + 1]
   at::Tensor f_sender_order_;         // [F] receiver-order edges sorted by sender (stable)
+  at::Tensor f_sender_sorted_;        // [F] their senders
   at::Tensor f_sender_ptr_;           // [padded atoms + 1]
   at::Tensor f_index_, f_first_, f_second_, f_share_;  // the pairing of all listed edges (or undefined)
   at::Tensor z_node_, slot_node_;     // [ntotal] atomic number and element slot of each node
