@@ -160,7 +160,7 @@ void validate(const EngineOptions& o, const std::string& model_dtype) {
 }
 
 double default_memory_budget(const std::string& device, int sharers) {
-  const double whole = device == "cpu" ? 1024.0 * 1024.0 * 1024.0 : 0.5 * static_cast<double>(free_device_memory(device));
+  const double whole = device == "cpu" ? 1024.0 * 1024.0 * 1024.0 : 0.75 * static_cast<double>(free_device_memory(device));
   return whole / std::max(1, sharers);
 }
 

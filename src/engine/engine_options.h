@@ -64,8 +64,9 @@ void validate(const EngineOptions& options, const std::string& model_dtype);
 // The dtype an evaluation runs in: "float64" or "float32" (the model's when FromModel).
 std::string resolved_dtype(const EngineOptions& options, const std::string& model_dtype);
 
-// The default working-memory budget: 1 GiB on the CPU; on a GPU half of the free device memory when
-// the evaluator is made, divided among the processes that share the device.
+// The default working-memory budget: 1 GiB on the CPU; on a GPU three quarters of the free device
+// memory when the evaluator is made, divided among the processes that share the device (the
+// planner's estimates run 20-75 % above the measured peaks, bench/RESULTS.md).
 double default_memory_budget(const std::string& device, int sharers = 1);
 
 }  // namespace flashmace
