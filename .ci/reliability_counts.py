@@ -40,6 +40,8 @@ LABELS = {
              "`tools/make_water_box.py`), `bench/scaling.py`, `bench/rank_check.py`, "
              "`bench/kokkos_style.py`, `bench/md_step.py`, `.ci/check_layout.py`, the pytest-coverage check "
              "(`.ci/check_pytest_coverage.py`) and this table (`.ci/reliability_counts.py`)",
+    "python": "the Python package: its ASE calculator against mace-torch, the reference path and finite "
+              "differences, the exporter, and the ASE MD example (NVE conservation)",
     "physics": "the Cu-Ni data and training pipeline, the bundled Cu-Ni potential against EAM",
     "reliability": "bad decks (np 1, np 2), edge-case decks, the NVE negative control, the fuzzers, the sanitized "
                    "gtest executables, their canaries and the proof that they run instrumented project code (with "

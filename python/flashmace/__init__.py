@@ -1,0 +1,97 @@
+"""flashmace from Python: an ASE calculator on the engine, and the exporter of mace-torch models.
+
+    import flashmace
+    atoms.calc = flashmace.Calculator(model="CuNi.safetensors", device="cuda", dtype="float32")
+    flashmace.export(mace_model_or_path, "model.safetensors", dtype="float64")
+
+The calculator gives energy, free_energy, forces, stress (periodic cells), energies and stresses
+(per atom), as mace-torch's MACECalculator names them. Neighbour lists are built in C++ with a skin
+and kept while no atom moves more than half of it, so MD steps hand the engine positions only (on a
+GPU: CUDA-graph replays). docs/python.md.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+from ase.calculators.calculator import Calculator as _AseCalculator
+from ase.calculators.calculator import PropertyNotImplementedError, all_changes
+
+from . import _core
+from ._paths import EXPORT_SCRIPT
+
+__all__ = ["Calculator", "export", "Error"]
+
+Error = _core.Error
+
+# LAMMPS's per-atom virial order (the engine's) -> ASE's Voigt order xx yy zz yz xz xy
+_TO_ASE_VOIGT = [0, 1, 2, 5, 4, 3]
+
+
+class Calculator(_AseCalculator):
+    """ASE calculator on a flashmace model file (tools/export_mace.py or flashmace.export).
+
+    model: the .safetensors model file; device: "cpu", "cuda" or "cuda:N"; dtype: "float64" or
+    "float32" (default: the model's); head: multi-head models are not supported yet (None only);
+    skin: the neighbour-list skin in A (0: a new list at every call); further keyword arguments are
+    the engine's options (pair_style keywords: path, memory, edge_chunk, atom_chunk, sc,
+    radial_pairs, cuda_graph, tf32, ...), e.g. path="reference".
+    """
+
+    implemented_properties = ["energy", "free_energy", "forces", "stress", "energies", "stresses"]
+
+    def __init__(self, model, device="cpu", dtype=None, head=None, skin=1.0, **options):
+        super().__init__()
+        if head is not None:
+            raise ValueError(f"head={head!r}: flashmace does not support multi-head models yet; leave head=None")
+        engine = {"device": str(device)}
+        if dtype is not None:
+            engine["dtype"] = str(dtype)
+        for key, value in options.items():
+            if key not in _core.engine_option_keys():
+                raise TypeError(f"unknown option {key}=...; the engine's options are: "
+                                + ", ".join(_core.engine_option_keys()))
+            engine[key] = ("on" if value else "off") if isinstance(value, bool) else str(value)
+        self.model = os.fspath(model)
+        self.session = _core.Session(self.model, engine, float(skin))
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
+        super().calculate(atoms, properties, system_changes)
+        atoms = self.atoms
+        periodic = bool(np.all(atoms.pbc))
+        if ("stress" in properties or "stresses" in properties) and not periodic:
+            raise PropertyNotImplementedError("stress needs a cell periodic in all three directions")
+        per_atom = "energies" in properties or "stresses" in properties
+        r = self.session.compute(np.asarray(atoms.numbers, dtype=np.int32), np.asarray(atoms.positions, dtype=np.float64),
+                                 np.asarray(atoms.cell.array, dtype=np.float64), [bool(p) for p in atoms.pbc], per_atom)
+        self.results["energy"] = self.results["free_energy"] = float(r["energy"])
+        self.results["forces"] = r["forces"]
+        if periodic:
+            volume = atoms.get_volume()
+            v = r["virial"]
+            self.results["stress"] = -np.array([v[0, 0], v[1, 1], v[2, 2], v[1, 2], v[0, 2], v[0, 1]]) / volume
+        if per_atom:
+            self.results["energies"] = r["energies"]
+            if periodic:
+                self.results["stresses"] = -r["atom_virial"][:, _TO_ASE_VOIGT] / volume
+
+
+def export(model, out, dtype=None):
+    """Writes a flashmace model file from a mace-torch model: a live ScaleShiftMACE object or the
+    path of a saved .model file (tools/export_mace.py); dtype "float32" / "float64" converts the
+    weights (default: keep)."""
+    if isinstance(model, (str, os.PathLike)):
+        command = [sys.executable, EXPORT_SCRIPT, os.fspath(model), os.fspath(out)]
+        if dtype:
+            command += ["--dtype", dtype]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise Error(done.stderr.strip() or done.stdout.strip())
+        return os.fspath(out)
+    sys.path.insert(0, os.path.dirname(EXPORT_SCRIPT))
+    try:
+        import export_mace
+    finally:
+        sys.path.pop(0)
+    export_mace.export_model(model, os.fspath(out), dtype=dtype)
+    return os.fspath(out)
