@@ -1,7 +1,5 @@
 #include "engine/evaluator.h"
 
-#include <cmath>
-
 #include "core/error.h"
 #include "engine/step/fast_engine.h"
 #include "model/device.h"
@@ -99,21 +97,8 @@ class TensorEvaluator : public Evaluator {
   virtual EngineResult compute_list(const ListTensors& list, int64_t /*list_id*/, const at::Tensor& x,
                                     const at::Tensor& cell, double min_distance, HaloExchanger* halo,
                                     const EngineRequest& want) {
-    const GraphTensors& g = list.graph;
-    check_finite_positions(x);
-    const at::Tensor v = list_vectors(x, cell, g.sender, g.receiver, list.image);
-    const at::Tensor len2 = (v * v).sum(1);
-    const double r_max = config().r_max;
-    const at::Tensor keep = at::nonzero(len2 < r_max * r_max).squeeze(1);
-    if (keep.size(0) > 0) {
-      const at::Tensor kept = len2.index_select(0, keep);
-      const int64_t k = kept.argmin().item<int64_t>();
-      const double d = std::sqrt(kept[k].item<double>());
-      const int64_t e = keep[k].item<int64_t>();
-      if (d < min_distance) throw TooCloseError(g.sender[e].item<int64_t>(), g.receiver[e].item<int64_t>(), d);
-    }
-    const GraphTensors within{g.species, g.sender.index_select(0, keep), g.receiver.index_select(0, keep)};
-    return compute(within, v.index_select(0, keep), list.nlocal, halo, want);
+    const EdgesWithin within = edges_within(list, x, cell, config().r_max, min_distance);
+    return compute(within.graph, within.vectors, list.nlocal, halo, want);
   }
 
  private:

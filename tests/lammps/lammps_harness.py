@@ -110,3 +110,49 @@ def write_extxyz(path, numbers, positions, cell, pbc="T T T"):
     lines = [str(len(numbers)), f'Lattice="{lattice}" Properties=species:S:1:pos:R:3 pbc="{pbc}"']
     lines += [f"{ELEMENTS[int(z)][0]} " + " ".join(repr(float(v)) for v in p) for z, p in zip(numbers, positions)]
     path.write_text("\n".join(lines) + "\n")
+
+
+# The output lines of a one-evaluation deck (after pair_style / pair_coeff): per-atom energies,
+# forces and per-atom virials dumped, energy, virial and the per-atom sums in the thermo row;
+# read back by step0_results().
+STEP0_OUTPUT = """compute pe all pe/atom
+compute sa all stress/atom NULL
+compute vir all pressure NULL virial
+compute sum all reduce sum c_pe c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
+dump d all custom 1 atoms.dump id fx fy fz c_pe c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
+dump_modify d sort id format float %.17g
+thermo_style custom step pe vol c_vir[1] c_vir[2] c_vir[3] c_vir[4] c_vir[5] c_vir[6] &
+             c_sum[1] c_sum[2] c_sum[3] c_sum[4] c_sum[5] c_sum[6] c_sum[7]
+thermo_modify format float %.17g
+run 0
+"""
+
+
+def voigt_to_matrix(v):
+    """xx yy zz xy xz yz -> symmetric 3x3."""
+    xx, yy, zz, xy, xz, yz = v
+    return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+
+
+def step0_results(workdir, output, rotate=None):
+    """A STEP0_OUTPUT run's energy, per-atom energies, forces, virial (eV) and per-atom virials, in
+    LAMMPS's frame or, with rotate (a 3x3 q, reference = LAMMPS @ q.T), rotated back."""
+    row = thermo_rows(output)[0]
+    volume = row[2]
+    dump = np.loadtxt(workdir / "atoms.dump", skiprows=9, ndmin=2)
+    q = np.eye(3) if rotate is None else rotate
+    rot = lambda m: q @ m @ q.T  # noqa: E731
+    return {
+        "energy": row[1],
+        "node_energy": dump[:, 4],
+        "forces": dump[:, 1:4] @ q.T,
+        "virial": rot(voigt_to_matrix(row[3:9]) * volume / NKTV2P),
+        "sum_pe": row[9],
+        # compute stress/atom is minus the per-atom virial, in bar A^3
+        "atom_virial_sum": rot(-voigt_to_matrix(row[10:16]) / NKTV2P),
+        "atom_virial": np.array([rot(-voigt_to_matrix(v) / NKTV2P) for v in dump[:, 5:11]]),
+        "ids": dump[:, 0],
+        "volume": volume,
+        "output": output,
+    }
+

@@ -11,13 +11,15 @@ import re
 import pytest
 from lammps_harness import CUNI_DATA, TINY, run_lammps
 
-DECK = f"""units metal
+SETUP = f"""units metal
 atom_style atomic
 atom_modify map array
 read_data {CUNI_DATA}
 pair_style mace/flash
 pair_coeff * * {TINY} Cu Ni
-velocity all set 0.0 0.0 0.0
+"""
+
+DECK = SETUP + """velocity all set 0.0 0.0 0.0
 fix hold all setforce 0.0 0.0 0.0
 fix nve all nve
 run 20
@@ -31,13 +33,7 @@ run 20
 # 3578 on one rank) before LAMMPS's skin check asks for a new list, which the engine's buckets
 # must absorb (a leaving pair frees its pair row; padding edges share one row) without building
 # again. The report's last clause counts the steps that outgrew a bucket: none here.
-MOVING_DECK = f"""units metal
-atom_style atomic
-atom_modify map array
-read_data {CUNI_DATA}
-pair_style mace/flash
-pair_coeff * * {TINY} Cu Ni
-neighbor 1.0 bin
+MOVING_DECK = SETUP + """neighbor 1.0 bin
 neigh_modify every 1 delay 0 check yes
 timestep 0.002
 velocity all create 600.0 4928459 mom yes rot yes dist gaussian loop geom

@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 from export_mace import read_safetensors
-from lammps_harness import (NKTV2P, lammps_frame, run_lammps, thermo_rows, write_data, write_extxyz)
+from lammps_harness import (STEP0_OUTPUT, lammps_frame, run_lammps, step0_results, write_data, write_extxyz)
 
 REF_DIR = os.environ.get("FLASHMACE_REFERENCE_DIR", "")
 MODELS = os.environ.get("FLASHMACE_EXPORTED_MODEL_DIR", "")
@@ -32,23 +32,7 @@ newton on
 read_data s.data
 pair_style mace/flash {style}
 pair_coeff * * {model} {elements}
-compute pe all pe/atom
-compute sa all stress/atom NULL
-compute vir all pressure NULL virial
-compute sum all reduce sum c_pe c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
-dump d all custom 1 atoms.dump id fx fy fz c_pe c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
-dump_modify d sort id format float %.17g
-thermo_style custom step pe vol c_vir[1] c_vir[2] c_vir[3] c_vir[4] c_vir[5] c_vir[6] &
-             c_sum[1] c_sum[2] c_sum[3] c_sum[4] c_sum[5] c_sum[6] c_sum[7]
-thermo_modify format float %.17g
-run 0
-"""
-
-
-def voigt_to_matrix(v):
-    """xx yy zz xy xz yz -> symmetric 3x3."""
-    xx, yy, zz, xy, xz, yz = v
-    return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+""" + STEP0_OUTPUT
 
 
 _serial = {}
@@ -75,24 +59,10 @@ def lammps_results(tmp_path, case, nprocs, style="", exe=None, args=(), preamble
     deck = preamble + DECK.format(style=style, model=os.path.join(MODELS, f"{case}.safetensors"),
                                   elements=" ".join(elements))
     out = run_lammps(tmp_path, deck, nprocs, exe=exe, args=args)
-    row = thermo_rows(out)[0]
-    energy, volume = row[1], row[2]
-    virial_lmp = voigt_to_matrix(row[3:9]) * volume / NKTV2P
-    sum_pe, sum_stress = row[9], voigt_to_matrix(row[10:16])
-    dump = np.loadtxt(tmp_path / "atoms.dump", skiprows=9)
-    rot = lambda m: q @ m @ q.T  # noqa: E731  LAMMPS frame -> reference frame
-    return {
-        "energy": energy,
-        "node_energy": dump[:, 4],
-        "forces": dump[:, 1:4] @ q.T,
-        "virial": rot(virial_lmp),
-        # compute stress/atom is minus the per-atom virial, in bar A^3
-        "atom_virial_sum": rot(-sum_stress / NKTV2P),
-        "atom_virial": np.array([rot(-voigt_to_matrix(v) / NKTV2P) for v in dump[:, 5:11]]),
-        "sum_pe": sum_pe,
-        "volume": abs(np.linalg.det(cell)),
-        "output": out,
-    }
+    r = step0_results(tmp_path, out, rotate=q)
+    del r["ids"]
+    r["volume"] = abs(np.linalg.det(cell))
+    return r
 
 
 def reference_path(tmp_path, case, dtype="float64"):

@@ -20,7 +20,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from lammps_harness import NKTV2P, run_lammps, thermo_rows, write_data, write_extxyz
+from lammps_harness import STEP0_OUTPUT, run_lammps, step0_results, thermo_rows, write_data, write_extxyz
 
 MODELS = os.environ.get("FLASHMACE_EXPORTED_MODEL_DIR", "")
 EVAL = os.environ.get("FLASHMACE_EVAL", "")
@@ -59,17 +59,7 @@ newton on
 read_data s.data
 pair_style mace/flash {style}
 pair_coeff * * {model} {elements}
-compute pe all pe/atom
-compute sa all stress/atom NULL
-compute vir all pressure NULL virial
-compute sum all reduce sum c_pe c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
-dump d all custom 1 atoms.dump id fx fy fz c_pe c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
-dump_modify d sort id format float %.17g
-thermo_style custom step pe vol c_vir[1] c_vir[2] c_vir[3] c_vir[4] c_vir[5] c_vir[6] &
-             c_sum[1] c_sum[2] c_sum[3] c_sum[4] c_sum[5] c_sum[6] c_sum[7]
-thermo_modify format float %.17g
-run 0
-"""
+""" + STEP0_OUTPUT
 
 NVE_DECK = """units metal
 atom_style atomic
@@ -106,12 +96,6 @@ def structure(box):
     return np.array(numbers), np.array(frac) @ cell, cell
 
 
-def voigt_to_matrix(v):
-    """xx yy zz xy xz yz -> symmetric 3x3."""
-    xx, yy, zz, xy, xz, yz = v
-    return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
-
-
 def processors(nprocs):
     return "processors 2 1 1" if nprocs == 2 else ""
 
@@ -127,23 +111,10 @@ def lammps_step0(workdir, box, nprocs, style=""):
     workdir.mkdir()
     deck = STEP0_DECK.format(processors=processors(nprocs), style=style, **setup_run(workdir, box))
     out = run_lammps(workdir, deck, nprocs)
-    row = thermo_rows(out)[0]
-    volume = row[2]
-    dump = np.loadtxt(workdir / "atoms.dump", skiprows=9, ndmin=2)
-    assert dump.shape[0] == len(BOXES[box][0])
-    np.testing.assert_array_equal(dump[:, 0], np.arange(1, dump.shape[0] + 1))
-    return {
-        "energy": row[1],
-        "node_energy": dump[:, 4],
-        "forces": dump[:, 1:4],
-        "virial": voigt_to_matrix(row[3:9]) * volume / NKTV2P,
-        "sum_pe": row[9],
-        # compute stress/atom is minus the per-atom virial, in bar A^3
-        "atom_virial_sum": -voigt_to_matrix(row[10:16]) / NKTV2P,
-        "atom_virial": np.array([-voigt_to_matrix(v) / NKTV2P for v in dump[:, 5:11]]),
-        "volume": volume,
-        "output": out,
-    }
+    r = step0_results(workdir, out)
+    assert len(r["ids"]) == len(BOXES[box][0])
+    np.testing.assert_array_equal(r.pop("ids"), np.arange(1, len(BOXES[box][0]) + 1))
+    return r
 
 
 _eval = {}

@@ -110,22 +110,8 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
   }
   if (!skin_) {
     // The vectors path: the edges within the cutoff, picked here.
-    check_finite_positions(positions);
-    const GraphTensors& g = list.graph;
-    const at::Tensor v = list_vectors(positions, cell, g.sender, g.receiver, list.image);
-    const at::Tensor len2 = (v * v).sum(1);
-    const at::Tensor keep = at::nonzero(len2 < r_max * r_max).squeeze(1);
-    if (keep.size(0) > 0 && min_distance > 0) {
-      const at::Tensor kept = len2.index_select(0, keep);
-      const int64_t k = kept.argmin().item<int64_t>();
-      const double d = std::sqrt(kept[k].item<double>());
-      if (d < min_distance) {
-        const int64_t e = keep[k].item<int64_t>();
-        throw TooCloseError(g.sender[e].item<int64_t>(), g.receiver[e].item<int64_t>(), d);
-      }
-    }
-    const GraphTensors within{g.species, g.sender.index_select(0, keep), g.receiver.index_select(0, keep)};
-    EngineResult r = run(within, v.index_select(0, keep), list.nlocal, halo, want);
+    const EdgesWithin within = edges_within(list, positions, cell, r_max, min_distance);
+    EngineResult r = run(within.graph, within.vectors, list.nlocal, halo, want);
     list_id_ = 0;  // (run() left list mode; the next call adopts the list again)
     return r;
   }

@@ -1,5 +1,7 @@
 #include "engine/step/skin_list.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "engine/evaluator.h"
 #include "engine/ops/conv_tp_op.h"
@@ -35,12 +37,39 @@ void check_finite_positions(const at::Tensor& positions) {
   throw NonFinitePositionError(at::nonzero(bad)[0][0].item<int64_t>());
 }
 
+namespace {
+
+// image . cell, as (n_a a + n_b b) + n_c c: negating the offsets negates the shift exactly.
+at::Tensor image_shift(const at::Tensor& image, const at::Tensor& cell) {
+  return (image.narrow(1, 0, 1) * cell.narrow(0, 0, 1) + image.narrow(1, 1, 1) * cell.narrow(0, 1, 1)) +
+         image.narrow(1, 2, 1) * cell.narrow(0, 2, 1);
+}
+
+}  // namespace
+
 at::Tensor list_vectors(const at::Tensor& x, const at::Tensor& cell, const at::Tensor& sender,
                         const at::Tensor& receiver, const at::Tensor& image) {
-  const at::Tensor d = x.index_select(0, receiver) - x.index_select(0, sender);
-  const at::Tensor shift = (image.narrow(1, 0, 1) * cell.narrow(0, 0, 1) + image.narrow(1, 1, 1) * cell.narrow(0, 1, 1)) +
-                           image.narrow(1, 2, 1) * cell.narrow(0, 2, 1);
-  return d - shift;
+  return (x.index_select(0, receiver) - x.index_select(0, sender)) - image_shift(image, cell);
+}
+
+EdgesWithin edges_within(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
+                         double min_distance) {
+  check_finite_positions(positions);
+  const GraphTensors& g = list.graph;
+  const at::Tensor v = list_vectors(positions, cell, g.sender, g.receiver, list.image);
+  const at::Tensor len2 = (v * v).sum(1);
+  const at::Tensor keep = at::nonzero(len2 < cutoff * cutoff).squeeze(1);
+  if (keep.size(0) > 0 && min_distance > 0) {
+    const at::Tensor kept = len2.index_select(0, keep);
+    const int64_t k = kept.argmin().item<int64_t>();
+    const double d = std::sqrt(kept[k].item<double>());
+    if (d < min_distance) {
+      const int64_t e = keep[k].item<int64_t>();
+      throw TooCloseError(g.sender[e].item<int64_t>(), g.receiver[e].item<int64_t>(), d);
+    }
+  }
+  return {GraphTensors{g.species, g.sender.index_select(0, keep), g.receiver.index_select(0, keep)},
+          v.index_select(0, keep)};
 }
 
 SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
@@ -106,10 +135,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   return s;
 }
 
-void SkinList::set_cell(const at::Tensor& cell) {
-  shift_.copy_((f_image_.narrow(1, 0, 1) * cell.narrow(0, 0, 1) + f_image_.narrow(1, 1, 1) * cell.narrow(0, 1, 1)) +
-               f_image_.narrow(1, 2, 1) * cell.narrow(0, 2, 1));
-}
+void SkinList::set_cell(const at::Tensor& cell) { shift_.copy_(image_shift(f_image_, cell)); }
 
 at::Tensor SkinList::vectors(const at::Tensor& positions) const {
   return (positions.index_select(0, f_recv_) - positions.index_select(0, f_send_)) - shift_;

@@ -35,6 +35,16 @@ struct ListTensors {
 // nothing when all are finite. One host synchronisation.
 void check_finite_positions(const at::Tensor& positions);
 
+// The listed edges within `cutoff` and their vectors (one host synchronisation), for the paths that
+// do not compact on the device. Throws NonFinitePositionError, and TooCloseError for an edge shorter
+// than min_distance.
+struct EdgesWithin {
+  GraphTensors graph;
+  at::Tensor vectors;
+};
+EdgesWithin edges_within(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
+                         double min_distance);
+
 // x[receiver] - x[sender] - image . cell, float64, computed as (x_r - x_s) - ((n_a a + n_b b) + n_c c)
 // so that an edge and its reverse (image negated) get exact negatives. positions [ntotal, 3],
 // cell [3, 3] rows a, b, c, both float64 on the list's device.
