@@ -77,17 +77,21 @@ def run_engine(args, n, workdir):
     result = os.path.join(workdir, f"engine-{atoms}.json")
     cmd = [os.path.abspath(args.bench), "--model", os.path.abspath(args.model), "--lattice", "fcc", "--a", "3.61",
            "--atoms", str(atoms), "--elements", "Cu", "--perturb", "0.05", "--device", args.device, "--dtype",
-           args.dtype, "--warmup", str(args.warmup), "--steps", str(args.steps), "--no-breakdown", "--json", result]
+           args.dtype, "--warmup", str(args.warmup), "--steps", str(args.steps), "--skin", str(args.skin),
+           "--no-breakdown", "--json", result]
     print("md_step:", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
                           env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+    with open(os.path.join(workdir, f"engine-{atoms}.log"), "w") as f:
+        f.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         failed(f"engine run with {atoms} atoms", proc.stdout + proc.stderr)
     with open(result) as f:
         engine = json.load(f)
     return {"runner": "engine", "atoms": engine["result"]["atoms"], "ranks": 1, "steps": engine["steps"],
             "ms_per_step": engine["result"]["ms_per_step"], "edges": engine["result"]["edges"],
-            "hardware": engine["hardware"], "neighbor_builds": None, "command": " ".join(cmd)}
+            "skin_ms_per_step": engine["result"]["skin_ms_per_step"], "hardware": engine["hardware"],
+            "neighbor_builds": None, "command": " ".join(cmd)}
 
 
 def run_lammps(args, runner, n, ranks, workdir):
@@ -105,6 +109,8 @@ def run_lammps(args, runner, n, ranks, workdir):
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
                           env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
     output = proc.stdout + proc.stderr
+    with open(os.path.join(workdir, f"{runner}-{4 * n ** 3}-np{ranks}.log"), "w") as f:
+        f.write(output)
     what = f"{runner} run with {4 * n ** 3} atoms on {ranks} rank(s)"
     if proc.returncode != 0 or "ERROR" in output:
         failed(what, output)
@@ -137,8 +143,8 @@ def add_ratios(rows, fastmace_ms):
             r["plain_over_kk"] = r["ms_per_step"] / kk[(r["atoms"], r["ranks"])]["ms_per_step"]
 
 
-COLUMNS = ("atoms", "ranks", "runner", "ms/step", "Pair ms/step", "Neigh ms/step", "neighbour builds",
-           "kk / engine", "plain / kk", "FastMACE / kk")
+COLUMNS = ("atoms", "ranks", "runner", "ms/step", "skin-list ms/step", "Pair ms/step", "Neigh ms/step",
+           "neighbour builds", "kk / engine", "plain / kk", "FastMACE / kk")
 
 
 def table_cells(r):
@@ -151,6 +157,7 @@ def table_cells(r):
 
     sections = r.get("section_ms_per_step")
     return [str(r["atoms"]), str(r["ranks"]), r["runner"], ms(r["ms_per_step"]),
+            ms(r["skin_ms_per_step"]) if "skin_ms_per_step" in r else "",
             ms(sections["Pair"]) if sections else "", ms(sections["Neigh"]) if sections else "",
             "" if r["neighbor_builds"] is None else str(r["neighbor_builds"]),
             ratio("kk_over_engine"), ratio("plain_over_kk"), ratio("fastmace_over_kk")]
@@ -165,7 +172,8 @@ def write_table(args, rows, path):
              "LAMMPS rows: Loop time of the timed run per step, neighbour-list rebuilds included (their count is "
              "`neighbour builds`); Pair and Neigh from its timing breakdown (average over ranks). The engine row "
              "is flashmace-bench on one process on the same lattice: ms per step on a fixed neighbour list, the "
-             "reference of kk / engine for every rank count. The ranks of a run share the device. plain / kk "
+             "reference of kk / engine for every rank count; its skin-list column is flashmace-bench --skin: steps "
+             "between list builds on a list with the deck's skin, positions only, results back on the host. The ranks of a run share the device. plain / kk "
              "divides by the kk run of the same ranks"
              + (f"; FastMACE / kk is the kk style's speed-up over FastMACE's ms/step ({args.fastmace_ms})."
                 if args.fastmace_ms else "."), "",

@@ -170,6 +170,25 @@ struct ResidentList::Impl {
   at::Tensor species, sender, receiver, image, positions;
 };
 
+HostList host_list(const Evaluator& ev, const Structure& s, double cutoff) {
+  const Graph g = build_neighbor_list(s, cutoff);
+  HostList l;
+  l.nlocal = l.ntotal = s.size();
+  l.species.resize(static_cast<std::size_t>(s.size()));
+  for (int i = 0; i < s.size(); ++i) {
+    l.species[i] = ev.config().element_index(s.atomic_numbers[i]);
+    if (l.species[i] < 0)
+      throw Error("atom " + std::to_string(i) + " has atomic number " + std::to_string(s.atomic_numbers[i]) +
+                  ", which the model was not trained on");
+  }
+  l.sender = g.sender;
+  l.receiver = g.receiver;
+  // Graph: v = x_r - x_s + shift . cell; the list: v = x_r - x_s - image . cell.
+  l.image.assign(g.unit_shifts.size(), 0);
+  for (std::size_t k = 0; k < g.unit_shifts.size(); ++k) l.image[k] = -g.unit_shifts[k];
+  return l;
+}
+
 ResidentList::ResidentList() : impl_(std::make_unique<Impl>()) {}
 ResidentList::~ResidentList() = default;
 

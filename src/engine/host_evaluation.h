@@ -24,6 +24,10 @@ struct HostList {
   std::vector<int32_t> image;             // [F * 3] lattice offsets of each sender's image
 };
 
+// A whole structure's list of every pair within `cutoff` (r_max plus a skin), each sender its own
+// atom with the lattice offset of its image. Throws for an element the model lacks.
+HostList host_list(const Evaluator& evaluator, const Structure& structure, double cutoff);
+
 // Such a list kept on the evaluator's device between list builds: the connectivity is uploaded
 // when list_id changes, only the positions on the other steps, and the results come back in one
 // copy.

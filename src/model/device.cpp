@@ -102,6 +102,17 @@ void reset_peak_memory(const std::string& device) {
 #endif
 }
 
+void release_cached_memory(const std::string& device) {
+#ifdef FLASHMACE_TORCH_CUDA
+  if (is_cuda(device)) {
+    synchronize_device(device);
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
+#else
+  (void)device;
+#endif
+}
+
 int64_t peak_memory_bytes(const std::string& device) {
 #ifdef FLASHMACE_TORCH_CUDA
   if (is_cuda(device)) {

@@ -31,6 +31,9 @@ class StreamScope {
 // Waits for the work queued on `cuda_stream` (null: the whole device, synchronize_device).
 void synchronize_stream(const std::string& device, void* cuda_stream);
 void reset_peak_memory(const std::string& device);
+// Returns the memory the allocator caches but nothing uses to the device (between measurements of
+// different systems in one process).
+void release_cached_memory(const std::string& device);
 // Peak bytes allocated on a CUDA device since the last reset; for "cpu", the process's peak
 // resident set size (which never resets).
 int64_t peak_memory_bytes(const std::string& device);

@@ -71,15 +71,7 @@ inline Structure supercell(const Structure& s, int n) {
 
 // The list of all pairs within r_max + skin, every sender folded into its owned atom.
 inline HostList skin_list(const Evaluator& ev, const Structure& s, double skin) {
-  const Graph g = build_neighbor_list(s, ev.cutoff() + skin);
-  HostList l;
-  l.nlocal = l.ntotal = s.size();
-  l.species = element_indices(ev.config(), s);
-  l.sender = g.sender;
-  l.receiver = g.receiver;
-  // Graph: v = x_r - x_s + shift . cell; the list: v = x_r - x_s - image . cell.
-  for (int k : g.unit_shifts) l.image.push_back(-k);
-  return l;
+  return host_list(ev, s, ev.cutoff() + skin);
 }
 
 // Positions after `step` steps of a fixed random velocity: at most 0.05 A per component per step.
@@ -134,7 +126,9 @@ inline void check_skin_steps(const SkinCase& c) {
   const LocalPrediction again = fast_list.evaluate(*fast, list, 2, s.positions.data(), s.cell, kMinDistance, nullptr, true);
   const LocalPrediction want = ref_list.evaluate(*ref, list, 0, s.positions.data(), s.cell, kMinDistance, nullptr, true);
   expect_equal(again, want, "new list");
-  if (c.expect_compaction) EXPECT_EQ(fast->counters().topology_builds, 2);
+  if (c.expect_compaction) {
+    EXPECT_EQ(fast->counters().topology_builds, 2);
+  }
 }
 
 // Compressing by 2 and 4 % puts 6 and 12 % more pairs within the cutoff, beyond the bucket's

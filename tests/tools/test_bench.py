@@ -64,3 +64,13 @@ def test_ordered_compounds_have_their_cells_and_shells(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 1
     assert "Lattice perovskite needs 3 elements (A, B and X of ABX3, e.g. Sr,Ti,O), got 2" in proc.stderr
+
+
+def test_skin_mode_times_steps_on_a_list_with_its_skin(tmp_path):
+    report, stdout = run(tmp_path, "--cells", "2", "--elements", "Cu,Ni", "--skin", "1.0", "--no-breakdown")
+    r = report["result"]
+    # pairs within r_max + 1 A = 5.5 A: the fcc shells at 2.55, 3.61, 4.42 and 5.11 A (12 + 6 + 24 + 12 = 54
+    # neighbours) against 42 within r_max = 4.5 A; the 0.05 A perturbation moves few pairs across 5.5 A
+    assert 52 * 32 <= r["listed_pairs"] <= 56 * 32 and r["listed_pairs"] > r["edges"]
+    assert r["skin_ms_per_step"] > 0 and r["skin_list_build_step_ms"] > 0
+    assert "MD steps on a skin list" in stdout

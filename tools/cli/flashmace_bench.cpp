@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -36,6 +37,9 @@ const char* kUsage =
     "options:\n"
     "  --warmup N (2)  --steps N (5)\n"
     "  --no-breakdown      skip the per-stage breakdown (it costs extra synchronised steps)\n"
+    "  --skin S            also time MD steps on a neighbour list with an S A skin, as the pair styles\n"
+    "                      run them: the list adopted once, then positions only (atoms moving), the\n"
+    "                      cutoff applied on the device; results copied back to the host each step\n"
     "  --sweep             grow the lattice (cells N, N+1, ...) until a step fails; report the largest\n"
     "  --max-cells N       upper bound for --sweep (default 64)\n"
     "  --json FILE         also write the results as JSON\n";
@@ -44,7 +48,7 @@ struct Options {
   flashmace::EngineOptions engine;
   std::string model, lattice = "fcc", xyz, data, json;
   std::vector<std::string> elements, types;
-  double a = 3.61, perturb = 0.05;
+  double a = 3.61, perturb = 0.05, skin = 0;
   int cells = 6, atoms = 0, warmup = 2, steps = 5, max_cells = 64;
   unsigned seed = 1;
   bool breakdown = true, sweep = false;
@@ -104,6 +108,8 @@ Options parse(int argc, char** argv) {
       o.warmup = std::stoi(value());
     else if (a == "--steps")
       o.steps = std::stoi(value());
+    else if (a == "--skin")
+      o.skin = std::stod(value());
     else if (a == "--no-breakdown")
       o.breakdown = false;
     else if (a == "--sweep")
@@ -121,6 +127,7 @@ Options parse(int argc, char** argv) {
   }
   if (o.model.empty()) throw Error("--model is required");
   if (o.steps < 1 || o.warmup < 0) throw Error("--steps must be >= 1 and --warmup >= 0");
+  if (o.skin < 0) throw Error("--skin must be >= 0");
   if (o.atoms > 0) {
     const int per_cell = flashmace::atoms_per_cell(o.lattice);
     o.cells = static_cast<int>(std::ceil(std::cbrt(static_cast<double>(o.atoms) / per_cell) - 1e-9));
@@ -137,9 +144,48 @@ double median(std::vector<double> v) {
 struct Measurement {
   int atoms = 0, edges = 0;
   double ms_per_step = 0, neighbor_ms = 0, first_step_ms = 0, new_list_step_ms = 0, energy = 0;
+  int64_t listed_pairs = 0;                   // --skin: the list's pairs
+  double skin_ms_per_step = 0, skin_list_build_step_ms = 0, skin_rebuild_step_ms = 0;
   int64_t peak_bytes = 0;
   std::map<std::string, double> stage_ms;
 };
+
+// MD steps between list builds, as the pair styles run them: the list with its skin adopted once
+// (timed apart), then every step new positions (a fixed random velocity, at most 0.002 A per
+// component per step) and the results back on the host.
+void measure_skin(flashmace::Evaluator& model, const flashmace::Structure& s, const Options& o, Measurement* m) {
+  const flashmace::HostList list = flashmace::host_list(model, s, model.cutoff() + o.skin);
+  m->listed_pairs = static_cast<int64_t>(list.sender.size());
+  std::array<double, 9> cell = s.cell;
+  for (int a = 0; a < 3; ++a)
+    if (!s.pbc[a])
+      for (int d = 0; d < 3; ++d) cell[3 * a + d] = 0;
+  std::mt19937 rng(o.seed);
+  std::uniform_real_distribution<double> u(-0.002, 0.002);
+  std::vector<double> velocity(s.positions.size()), x = s.positions;
+  for (double& v : velocity) v = u(rng);
+  flashmace::ResidentList resident;
+  auto step = [&](int k, int64_t list_id) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = s.positions[i] + k * velocity[i];
+    flashmace::StageTimer t([&] { flashmace::synchronize_device(o.engine.device); });
+    t.start();
+    resident.evaluate(model, list, list_id, x.data(), cell, 0.1, nullptr, false);
+    t.lap("step");
+    return 1e3 * t.seconds().at("step");
+  };
+  int64_t list_id = 1;
+  m->skin_list_build_step_ms = step(0, list_id);
+  int k = 1;
+  for (int i = 0; i < o.warmup; ++i) step(k++, list_id);
+  std::vector<double> times;
+  for (int i = 0; i < o.steps; ++i) times.push_back(step(k++, list_id));
+  m->skin_ms_per_step = median(times);
+  // The same list again under new ids, as at LAMMPS's list builds between which the edge count
+  // stays in the bucket: sorted and paired again, the captured step kept.
+  std::vector<double> builds;
+  for (int i = 0; i < 3; ++i) builds.push_back(step(k++, ++list_id));
+  m->skin_rebuild_step_ms = median(builds);
+}
 
 Measurement measure(flashmace::Evaluator& model, const flashmace::Structure& s, const Options& o) {
   Measurement m;
@@ -216,6 +262,12 @@ void print(const Measurement& m, const flashmace::Evaluator& model, const std::s
   std::printf("hardware: %s; neighbour list (host, not in ms/step): %.2f ms; first step (with setup): %.2f ms\n",
               hardware.c_str(), m.neighbor_ms, m.first_step_ms);
   std::printf("a step on a new neighbour list of the same atoms (edges reversed): %.2f ms\n", m.new_list_step_ms);
+  if (m.listed_pairs > 0)
+    std::printf("MD steps on a skin list (%lld listed pairs): %.2f ms/step (%.3fx the step above); "
+                "the step adopting the first list (with CUDA-graph captures): %.2f ms, a later list of the same "
+                "size: %.2f ms\n",
+                static_cast<long long>(m.listed_pairs), m.skin_ms_per_step, m.skin_ms_per_step / m.ms_per_step,
+                m.skin_list_build_step_ms, m.skin_rebuild_step_ms);
   if (!m.stage_ms.empty()) {
     double total = 0;
     for (const auto& kv : m.stage_ms) total += kv.second;
@@ -234,6 +286,10 @@ nlohmann::json to_json(const Measurement& m) {
           {"neighbor_list_ms", m.neighbor_ms},
           {"first_step_ms", m.first_step_ms},
           {"new_list_step_ms", m.new_list_step_ms},
+          {"listed_pairs", m.listed_pairs},
+          {"skin_ms_per_step", m.skin_ms_per_step},
+          {"skin_list_build_step_ms", m.skin_list_build_step_ms},
+          {"skin_rebuild_step_ms", m.skin_rebuild_step_ms},
           {"energy", m.energy},
           {"stage_ms", m.stage_ms}};
 }
@@ -269,21 +325,32 @@ int main(int argc, char** argv) {
     flashmace::EngineOptions eo = o.engine;
     eo.log = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
     const auto t_make = clock::now();
-    const std::unique_ptr<flashmace::Evaluator> evaluator = flashmace::make_evaluator(file, eo);
+    std::unique_ptr<flashmace::Evaluator> evaluator = flashmace::make_evaluator(file, eo);
     const double make_s = seconds_since(t_make);
     std::printf("model load: %.3f s (file %.3f s, evaluator with its kernels %.3f s); device initialisation %.3f s\n",
                 file_s + make_s, file_s, make_s, init_s);
-    flashmace::Evaluator& model = *evaluator;
+    // measure(), then with --skin the skin-list steps on a fresh evaluator: the fixed list's captured
+    // step and its memory go first (both at once may not fit at the largest sizes).
+    auto measure_all = [&](const flashmace::Structure& s) {
+      Measurement m = measure(*evaluator, s, o);
+      if (o.skin > 0) {
+        evaluator.reset();
+        flashmace::release_cached_memory(o.engine.device);
+        evaluator = flashmace::make_evaluator(file, o.engine);
+        measure_skin(*evaluator, s, o, &m);
+      }
+      return m;
+    };
     const std::string hardware = flashmace::device_name(o.engine.device);
-    if (!model.sc_executor().empty()) std::printf("symmetric contraction: %s\n", model.sc_executor().c_str());
-    if (!model.tp_executor().empty()) std::printf("conv tensor product: %s\n", model.tp_executor().c_str());
-    nlohmann::json out = {{"model", o.model},     {"path", model.path()}, {"dtype", model.dtype()}, {"device", o.engine.device},
+    if (!evaluator->sc_executor().empty()) std::printf("symmetric contraction: %s\n", evaluator->sc_executor().c_str());
+    if (!evaluator->tp_executor().empty()) std::printf("conv tensor product: %s\n", evaluator->tp_executor().c_str());
+    nlohmann::json out = {{"model", o.model},     {"path", evaluator->path()}, {"dtype", evaluator->dtype()}, {"device", o.engine.device},
                           {"hardware", hardware}, {"warmup", o.warmup}, {"steps", o.steps},
-                          {"sc_executor", model.sc_executor()}, {"tp_executor", model.tp_executor()},
+                          {"sc_executor", evaluator->sc_executor()}, {"tp_executor", evaluator->tp_executor()},
                           {"model_load_s", file_s + make_s},      {"device_init_s", init_s}};
     if (!o.sweep) {
-      const Measurement m = measure(model, structure_for(o, file.config(), o.cells), o);
-      print(m, model, hardware);
+      const Measurement m = measure_all(structure_for(o, file.config(), o.cells));
+      print(m, *evaluator, hardware);
       out["result"] = to_json(m);
     } else {
       if (!o.xyz.empty() || !o.data.empty()) throw Error("--sweep grows a lattice; it cannot use --xyz or --data");
@@ -291,7 +358,7 @@ int main(int argc, char** argv) {
       int largest = 0;
       for (int cells = o.cells; cells <= o.max_cells; ++cells) {
         try {
-          const Measurement m = measure(model, structure_for(o, file.config(), cells), o);
+          const Measurement m = measure_all(structure_for(o, file.config(), cells));
           std::printf("sweep: %d cells, %d atoms: %.2f ms/step, peak %.1f MiB\n", cells, m.atoms, m.ms_per_step,
                       m.peak_bytes / 1048576.0);
           std::fflush(stdout);

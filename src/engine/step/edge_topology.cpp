@@ -127,6 +127,42 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
   return t;
 }
 
+EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int64_t edges, const TopologyOptions& o) {
+  static std::atomic<int64_t> buckets{0};
+  EdgeTopology t;
+  t.id = -(++buckets);  // (never equal to a build()'s)
+  t.edges = edges;
+  t.atoms = species.size(0);
+  t.nlocal = nlocal;
+  t.options = o;
+  t.padded_edges = o.padded_edges;
+  t.padded_atoms = std::max(o.padded_atoms, t.atoms);
+  if (nlocal < 1 || t.padded_edges < edges || o.edge_chunk < t.padded_edges || o.atom_chunk < 1)
+    throw Error("edge topology: a bucket needs owned atoms, room for its " + std::to_string(edges) +
+                " edges and one edge chunk");
+  const auto i64 = species.options();
+  const int64_t B = t.padded_edges, A = t.padded_atoms;
+  t.order = at::arange(B, i64);
+  for (at::Tensor* x : {&t.sender, &t.receiver, &t.z_sender, &t.z_receiver, &t.sender_slot}) *x = at::zeros({B}, i64);
+  t.present = t.atoms > 0 ? elements_present(species) : std::vector<int64_t>{};
+  t.present_index = at::tensor(t.present.empty() ? std::vector<int64_t>{0} : t.present, at::kLong).to(species.device());
+  t.species_local = species.narrow(0, 0, nlocal).clone();
+  t.chunks = {EdgeChunk{0, B, 0, nlocal}};
+  t.chunk_rows = {at::zeros({B}, i64)};
+  t.chunk_row_ptr = {at::zeros({nlocal + 1}, i64)};
+  if (o.sender_csr) t.chunk_senders = {XIndexCsr{at::zeros({B}, i64), at::zeros({A + 1}, i64)}};
+  if (o.atom_sums) {
+    t.sender_order = at::zeros({B}, i64);
+    t.sender_ptr = at::zeros({A + 1}, i64);
+    t.sender_counts = at::zeros({A}, i64);
+    t.receiver_ptr = at::zeros({A + 1}, i64);
+    t.receiver_counts = at::zeros({A}, i64);
+  }
+  for (int64_t a0 = 0; a0 < nlocal; a0 += o.atom_chunk)
+    t.atom_groups.push_back(group_species(t.species_local.narrow(0, a0, std::min(o.atom_chunk, nlocal - a0)), t.present));
+  return t;
+}
+
 bool EdgeTopology::matches(const GraphTensors& g, int64_t nlocal_in, const TopologyOptions& o) const {
   if (!species_in_.defined() || !(o == options) || nlocal_in != nlocal) return false;
   if (g.species.size(0) != atoms || g.sender.size(0) != edges || g.receiver.size(0) != edges) return false;

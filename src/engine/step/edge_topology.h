@@ -52,6 +52,11 @@ class EdgeTopology {
   static EdgeTopology build(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options,
                             const at::Tensor& atomic_numbers);
 
+  // The shape of a topology of o.padded_edges edges in one chunk over the nlocal owned rows, for a
+  // compaction to fill (skin_list.h): what depends on the species only (elements present, species
+  // groups) is computed; the edge arrays are zeros of their sizes. edges: the real count it holds now.
+  static EdgeTopology bucket(const at::Tensor& species, int64_t nlocal, int64_t edges, const TopologyOptions& options);
+
   // Whether this was built from the same connectivity with the same options.
   bool matches(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options) const;
 

@@ -3,7 +3,9 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "core/error.h"
 #include "engine/ops/first_layer.h"
@@ -285,7 +287,12 @@ EngineResult FastEngine::replay_or_capture(HaloExchanger* halo, const EngineRequ
     return graph_out_;
   }
   const std::vector<RadialPairs>* pairs = graph_pairs_.empty() ? nullptr : &graph_pairs_;
+  // A capture cannot return cached memory to the device, so the blocks that released graphs (an
+  // earlier bucket's step) left in the allocator's cache go before it: else a large system whose
+  // bucket changes runs out of memory with the old step's memory cached and unused.
+  if (counters_.graph_captures > 0) release_cached_memory(p_.options.device().str());
   EngineResult warm;
+  const auto t0 = std::chrono::steady_clock::now();
   graph_ = std::make_unique<SegmentedCudaGraph>(
       p_.options.device(),
       [&](const SegmentedCudaGraph::Cut& cut) { step(graph_v64_, pairs, want, cut, &warm); },
@@ -294,10 +301,15 @@ EngineResult FastEngine::replay_or_capture(HaloExchanger* halo, const EngineRequ
   graph_want_ = want;
   graph_halo_ = halo != nullptr;
   ++counters_.graph_captures;
-  if (options_.log)
+  if (options_.log) {
+    synchronize_device(p_.options.device().str());  // (a capture is rare: its time is worth a wait)
+    const double ms = 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char took[64];
+    std::snprintf(took, sizeof took, " (warm-up step and capture: %.0f ms)", ms);
     options_.log("CUDA graph captured: " + std::to_string(graph_->segments()) + " segment(s) for up to " +
                  std::to_string(topology_.padded_edges) + " edges and " + std::to_string(topology_.padded_atoms) +
-                 " atoms");
+                 " atoms" + took);
+  }
   return warm;
 }
 

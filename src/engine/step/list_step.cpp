@@ -1,8 +1,8 @@
 // FastEngine::run_list: MD steps on a neighbour list with its skin (skin_list.h). At a list build
 // the list is sorted, paired and given buckets (adopt_list); on every step the positions go into
-// the engine's own buffers, the compaction (captured once per list) applies the cutoff, one flag
-// read says whether the buckets held (else the list is adopted anew at these positions), and the
-// captured step is replayed. Lists that need several edge chunks (the memory plan) take the
+// the engine's own buffers, the compaction (captured once per list) applies the cutoff, the
+// captured step is replayed, and one flag read says whether the buckets held (else the list is
+// adopted anew at these positions and the step run again). Lists that need several edge chunks (the memory plan) take the
 // vectors path instead, with the cutoff applied on the host side of the device (one nonzero).
 #include <c10/core/GradMode.h>
 
@@ -70,8 +70,7 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
 
 void FastEngine::compact_list(bool use_graph) {
   auto body = [this](const SegmentedCudaGraph::Cut&) {
-    skin_->compact(positions_, skin_->vectors(positions_), &topology_,
-                   graph_pairs_.empty() ? nullptr : &graph_pairs_.front(), &graph_v64_);
+    skin_->compact(positions_, &topology_, graph_pairs_.empty() ? nullptr : &graph_pairs_.front(), &graph_v64_);
   };
   if (!use_graph) return body([](const SegmentedCudaGraph::HostWork& work) { work(); });
   if (compaction_) return compaction_->replay();
@@ -122,7 +121,12 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
     cell_ = cell;
   }
   compact_list(use_graph);
-  // The one read per step: whether the buckets held, and the closest pair.
+  // The one read per step: whether the buckets held, and the closest pair. With no exchange to keep
+  // in step with other ranks, the step is queued behind the compaction before that read, so the
+  // device never waits for the host in between; a step on outgrown buckets is discarded.
+  EngineResult out;
+  bool stepped = use_graph && halo == nullptr;
+  if (stepped) out = step_list(use_graph, halo, want);
   at::Tensor status = skin_->status().to(at::kCPU);
   if (status[2].item<double>() > 0) check_finite_positions(positions_);
   if (status[0].item<double>() > 0) {
@@ -132,13 +136,14 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
     compact_list(use_graph);
     status = skin_->status().to(at::kCPU);
     if (status[0].item<double>() > 0) throw Error("skin list: the edges within the cutoff overflowed a fresh bucket");
+    stepped = false;
   }
   const double closest = std::sqrt(status[1].item<double>());
   if (closest < min_distance) {
     const auto [s, r] = skin_->closest_edge(skin_->vectors(positions_));
     throw TooCloseError(s, r, closest);
   }
-  return step_list(use_graph, halo, want);
+  return stepped ? out : step_list(use_graph, halo, want);
 }
 
 }  // namespace flashmace

@@ -4,9 +4,15 @@
 
 #include "core/error.h"
 #include "engine/evaluator.h"
+#include "engine/kernels/skin_compaction_kernels.h"
 #include "engine/ops/conv_tp_op.h"
 #include "engine/ops/species_linear.h"
 #include "engine/step/message_stage.h"
+
+#if FLASHMACE_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 namespace flashmace {
 
@@ -81,9 +87,16 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   s.cutoff_ = cutoff;
   s.nlocal_ = list.nlocal;
   const int64_t ntotal = g.species.size(0);
-  const auto sorted = at::sort(g.receiver, /*stable=*/true, 0, false);
-  s.f_order_ = std::get<1>(sorted);
-  s.f_recv_ = std::get<0>(sorted);
+  // (the pair styles hand over lists grouped by receiver already: then one check, no sort)
+  const int64_t F = g.receiver.size(0);
+  if (F < 2 || (g.receiver.narrow(0, 1, F - 1) >= g.receiver.narrow(0, 0, F - 1)).all().item<bool>()) {
+    s.f_order_ = at::arange(F, g.receiver.options());
+    s.f_recv_ = g.receiver;
+  } else {
+    const auto sorted = at::sort(g.receiver, /*stable=*/true, 0, false);
+    s.f_order_ = std::get<1>(sorted);
+    s.f_recv_ = std::get<0>(sorted);
+  }
   s.f_send_ = g.sender.index_select(0, s.f_order_);
   s.f_image_ = list.image.to(at::kDouble).index_select(0, s.f_order_);
   s.f_row_ptr_ = row_pointer(s.f_recv_, list.nlocal);
@@ -100,16 +113,13 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   const at::Tensor z_node = atomic_numbers.index_select(0, g.species);
   s.z_node_ = z_node;
 
-  // The compacted topology as its own build would make it from the edges within the cutoff now
-  // (host-side parts: chunks, elements present, species groups; its tensors are rewritten by every
-  // compact()), in a bucket with headroom.
-  const at::Tensor within = at::nonzero(s.within(full)).squeeze(1);
-  const int64_t count = within.size(0);
+  // The compacted topology's shape: a bucket with headroom over the edges within the cutoff now
+  // (its tensors are written by every compact()).
+  const int64_t count = s.within(full).sum().item<int64_t>();
   options.padded_edges = skin_bucket(count, previous.first);
   options.padded_atoms = options.padded_atoms > 0 ? std::max(options.padded_atoms, ntotal) : ntotal;
   options.edge_chunk = std::max(options.edge_chunk, options.padded_edges);
-  GraphTensors now{g.species, s.f_send_.index_select(0, within), s.f_recv_.index_select(0, within)};
-  s.topology = EdgeTopology::build(now, list.nlocal, options, atomic_numbers);
+  s.topology = EdgeTopology::bucket(g.species, list.nlocal, count, options);
   const EdgeTopology& t = s.topology;
   s.slot_node_ = at::zeros({atomic_numbers.size(0)}, g.species.options())
                      .index_put_({t.present_index}, at::arange(t.present_index.size(0), g.species.options()))
@@ -132,6 +142,17 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
     s.pairs.assign(1, p);
   }
   s.status_ = at::zeros({3}, full.options());
+#if FLASHMACE_CUDA_KERNELS
+  if (full.is_cuda()) {
+    const int64_t rows = s.f_first_.defined() ? s.f_first_.size(0) : 0;
+    s.f_sender_rank_ = at::empty_like(s.f_sender_order_).index_put_({s.f_sender_order_}, at::arange(F, s.f_send_.options()));
+    s.scans_ = at::empty({2 * (F + 1) + rows + 1}, s.f_send_.options());
+    const c10::cuda::CUDAGuard guard(full.device());
+    s.scan_temp_ = at::empty({static_cast<int64_t>(skin_compaction_scan_bytes(std::max(F, rows) + 1))},
+                             full.options().dtype(at::kByte));
+    s.words_ = at::zeros({2}, s.f_send_.options());
+  }
+#endif
   return s;
 }
 
@@ -153,8 +174,14 @@ at::Tensor SkinList::within_edges(const at::Tensor& len2) const {
   return within_rows(len2).index_select(0, f_index_);
 }
 
-void SkinList::compact(const at::Tensor& positions, const at::Tensor& full, EdgeTopology* topo, RadialPairs* pairs,
-                       at::Tensor* v64) {
+void SkinList::compact(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64) {
+  if (scans_.defined()) return compact_cuda(positions, topo, pairs, v64);
+  compact_reference(positions, topo, pairs, v64);
+}
+
+void SkinList::compact_reference(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs,
+                                 at::Tensor* v64) {
+  const at::Tensor full = vectors(positions);
   const int64_t F = f_send_.size(0), B = topo->padded_edges, A = topo->padded_atoms, N = nlocal_;
   const auto i64 = f_send_.options();
   const at::Tensor len2 = (full * full).sum(1);
@@ -234,7 +261,9 @@ void SkinList::compact(const at::Tensor& positions, const at::Tensor& full, Edge
     first.index_put_({rowpos}, pos.index_select(0, f_first_));
     const at::Tensor partner = pos_ext.index_select(0, at::where(f_second_ >= 0, f_second_, at::full({1}, F, i64)));
     second.index_put_({rowpos}, at::where((f_second_ >= 0) & (partner < B), partner, at::full({1}, -1, i64)));
-    first.index_put_({at::where(~real & (used < U), used, rdump)}, slot);
+    // (the shared row reads the first padding edge)
+    const at::Tensor pad = (~real).to(at::kLong).argmax().reshape({1});
+    first.index_put_({at::where((~real).index_select(0, pad) & (used < U), used, rdump)}, pad);
     pairs->first.copy_(first.narrow(0, 0, U));
     pairs->second.copy_(second.narrow(0, 0, U));
     pairs->share.copy_(at::where(real.unsqueeze(1), f_share_.index_select(0, srcc), at::ones({1, 1}, f_share_.options())));
@@ -244,6 +273,91 @@ void SkinList::compact(const at::Tensor& positions, const at::Tensor& full, Edge
   const at::Tensor closest = at::where(m, len2, at::full({1}, 1e300, len2.options())).min().reshape({1});
   const at::Tensor non_finite = (~at::isfinite(positions)).sum().to(at::kDouble).reshape({1});
   status_.copy_(at::cat({((count > B).to(at::kLong) + rows_overflow).to(at::kDouble), closest, non_finite}));
+}
+
+#if FLASHMACE_CUDA_KERNELS
+namespace {
+
+int64_t* ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() : nullptr; }
+
+}  // namespace
+#endif
+
+void SkinList::compact_cuda(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64) {
+#if FLASHMACE_CUDA_KERNELS
+  const int64_t F = f_send_.size(0), rows = f_first_.defined() ? f_first_.size(0) : 0;
+  const bool sender_csr = !topo->chunk_senders.empty(), sums = topo->sender_order.defined();
+  const at::Tensor x = positions.contiguous();
+  const c10::cuda::CUDAGuard guard(x.device());
+  auto fill = [&](auto* c) {
+    c->F = F;
+    c->N = nlocal_;
+    c->A = topo->padded_atoms;
+    c->B = topo->padded_edges;
+    c->ntotal = x.size(0);
+    c->cutoff2 = cutoff_ * cutoff_;
+    c->far = 4.0 * cutoff_ + 10.0;
+    c->positions = x.data_ptr<double>();
+    c->shift = shift_.data_ptr<double>();
+    c->receiver = ptr(f_recv_);
+    c->sender = ptr(f_send_);
+    c->row_ptr = ptr(f_row_ptr_);
+    c->z_node = ptr(z_node_);
+    c->slot_node = ptr(slot_node_);
+    int64_t* scans = ptr(scans_);
+    c->edge_scan = scans;
+    if (sender_csr || sums) {
+      c->sender_rank = ptr(f_sender_rank_);
+      c->sender_row_ptr = ptr(f_sender_ptr_);
+      c->sender_scan = scans + (F + 1);
+    }
+    c->scan_temp = scan_temp_.data_ptr();
+    c->scan_temp_bytes = static_cast<std::size_t>(scan_temp_.numel());
+    c->words = reinterpret_cast<unsigned long long*>(words_.data_ptr<int64_t>());
+    c->vectors = v64->data_ptr<double>();
+    c->out_sender = ptr(topo->sender);
+    c->out_receiver = ptr(topo->receiver);
+    c->z_sender = ptr(topo->z_sender);
+    c->z_receiver = ptr(topo->z_receiver);
+    c->sender_slot = ptr(topo->sender_slot);
+    c->chunk_rows = ptr(topo->chunk_rows.front());
+    c->chunk_row_ptr = ptr(topo->chunk_row_ptr.front());
+    if (sender_csr) {
+      c->sender_perm[0] = ptr(topo->chunk_senders.front().perm);
+      c->sender_ptr_out[0] = ptr(topo->chunk_senders.front().ptr);
+    }
+    if (sums) {
+      c->sender_perm[1] = ptr(topo->sender_order);
+      c->sender_ptr_out[1] = ptr(topo->sender_ptr);
+      c->sender_counts = ptr(topo->sender_counts);
+      c->receiver_ptr = ptr(topo->receiver_ptr);
+      c->receiver_counts = ptr(topo->receiver_counts);
+    }
+    c->status = status_.data_ptr<double>();
+  };
+  void* stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  AT_DISPATCH_FLOATING_TYPES(f_share_.defined() ? f_share_.scalar_type() : at::kDouble, "skin_compaction", [&] {
+    SkinCompaction<scalar_t> c;
+    fill(&c);
+    if (pairs) {
+      c.rows = rows;
+      c.bucket_rows = pairs->rows;
+      c.pair_index = ptr(f_index_);
+      c.pair_first = ptr(f_first_);
+      c.pair_second = ptr(f_second_);
+      c.pair_share = f_share_.data_ptr<scalar_t>();
+      c.row_scan = ptr(scans_) + 2 * (F + 1);
+      c.pair_index_out = ptr(pairs->index);
+      c.pair_first_out = ptr(pairs->first);
+      c.pair_second_out = ptr(pairs->second);
+      c.pair_share_out = pairs->share.data_ptr<scalar_t>();
+    }
+    skin_compaction_cuda(c, stream);
+  });
+#else
+  (void)positions, (void)topo, (void)pairs, (void)v64;
+  throw Error("skin list: built without CUDA kernels");
+#endif
 }
 
 std::pair<int64_t, int64_t> SkinList::closest_edge(const at::Tensor& full) const {

@@ -6,7 +6,9 @@
 // pair agree), exclusive scans of it in receiver order, in sender order and over the pair rows, and
 // scatters into a bucket of fixed size. The compacted topology and pairs keep the shapes and
 // addresses that a captured CUDA graph reads, so nothing is sorted, counted on the host or
-// recaptured on a step between list builds.
+// recaptured on a step between list builds. On CUDA the compaction is one fused pass of three
+// kernels and three scans (kernels/skin_compaction_kernels.h); the ATen formulation
+// (compact_reference) is the CPU's path and the kernels' reference.
 //
 // The bucket holds the edges within the cutoff plus padding: the padding edges sit at the end of
 // the receiver rows, spread evenly over them (row r gets floor((r+1)D/N) - floor(rD/N) of the D),
@@ -71,12 +73,13 @@ class SkinList {
   // and the last set_cell().
   at::Tensor vectors(const at::Tensor& positions) const;
 
-  // Compacts: the edges of `full` (vectors()) within the cutoff into `topo` and `pairs` (the
+  // Compacts: the listed edges within the cutoff at `positions` into `topo` and `pairs` (the
   // shapes of `topology` and `pairs` below: their tensors are rewritten in place, their storage
-  // kept) and into `v64` [bucket, 3]; writes status().
-  // positions: this step's (counted for status()'s non-finite entries).
-  void compact(const at::Tensor& positions, const at::Tensor& full, EdgeTopology* topo, RadialPairs* pairs,
-               at::Tensor* v64);
+  // kept) and their vectors into `v64` [bucket, 3]; writes status(). On CUDA one fused pass
+  // (kernels/skin_compaction_kernels.h), elsewhere compact_reference().
+  void compact(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64);
+  // The same in ATen operations: the CPU's path, and the CUDA kernels' reference in the tests.
+  void compact_reference(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64);
 
   // [3] float64 on the device, written by compact(): [0] > 0 when the edges or pair rows within the
   // cutoff outgrew the buckets (the outputs are then invalid), [1] the smallest squared length
@@ -95,6 +98,7 @@ class SkinList {
   at::Tensor within(const at::Tensor& full) const;        // [F] bool
   at::Tensor within_edges(const at::Tensor& len2) const;  // [F] bool from the squared lengths
   at::Tensor within_rows(const at::Tensor& len2) const;   // [pair rows] bool, by each row's first edge
+  void compact_cuda(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64);
 
   double cutoff_ = 0;
   int64_t nlocal_ = 0;
@@ -109,6 +113,9 @@ class SkinList {
   at::Tensor f_index_, f_first_, f_second_, f_share_;  // the pairing of all listed edges (or undefined)
   at::Tensor z_node_, slot_node_;     // [ntotal] atomic number and element slot of each node
   at::Tensor status_;
+  // The fused CUDA pass's own: each edge's place in the sender order [F], the scans' buffers
+  // [F + 1 | F + 1 | pair rows + 1], CUB's temporary bytes, two reset words.
+  at::Tensor f_sender_rank_, scans_, scan_temp_, words_;
 };
 
 }  // namespace flashmace

@@ -1,0 +1,79 @@
+#pragma once
+// The skin list's per-step compaction (engine/step/skin_list.h) on CUDA: the same outputs as its
+// ATen formulation, integer for integer and bit for bit, in one reset, three kernels and three
+// in-place exclusive scans (CUB) instead of ~80 tensor operations.
+//   1. per listed edge: its vector, whether its radial pair is within the cutoff (the mask, written
+//      in receiver order, in sender order and, by a pair's first edge, per pair row), the closest
+//      squared length (an atomic), and the non-finite position components;
+//   2. the three scans: each mask becomes the exclusive positions of its edges (rows);
+//   3. per listed edge within the cutoff: its slot in the bucket (its receiver-order position plus
+//      the padding of the rows before), and everything a step reads there (vector, atoms, elements,
+//      pair row, sender order); a pair's first edge writes its row;
+//   4. per atom: row pointers and counts in both orders, the padding edges at the end of its row,
+//      the pair rows past the used ones, and (one thread) the status.
+// When the edges or rows outgrow the buckets, every index written stays in bounds (a step replayed
+// on them reads garbage, never out of bounds) and the status says so.
+// Torch-free: device pointers and a cudaStream_t.
+#include <cstddef>
+#include <cstdint>
+
+namespace flashmace {
+
+// T: the model's dtype (the pair shares).
+template <typename T>
+struct SkinCompaction {
+  // The list: F edges in receiver order over N owned rows; A padded atoms; a bucket of B edges.
+  int64_t F = 0, N = 0, A = 0, B = 0, ntotal = 0;
+  double cutoff2 = 0;  // r_max^2
+  double far = 0;      // the x component of a padding edge's vector (beyond every cutoff)
+  const double* positions = nullptr;        // [ntotal, 3]
+  const double* shift = nullptr;            // [F, 3] image . cell
+  const int64_t* receiver = nullptr;        // [F]
+  const int64_t* sender = nullptr;          // [F]
+  const int64_t* row_ptr = nullptr;         // [N + 1]
+  const int64_t* sender_rank = nullptr;     // [F] each edge's place in the sender order (null: no sender order)
+  const int64_t* sender_row_ptr = nullptr;  // [A + 1] over the sender order
+  const int64_t* z_node = nullptr;          // [ntotal] atomic numbers
+  const int64_t* slot_node = nullptr;       // [ntotal] element slots
+  // The radial pairing of the listed edges (pair_index null: none): `rows` rows, `bucket_rows` kept.
+  int64_t rows = 0, bucket_rows = 0;
+  const int64_t* pair_index = nullptr;   // [F]
+  const int64_t* pair_first = nullptr;   // [rows]
+  const int64_t* pair_second = nullptr;  // [rows]
+  const T* pair_share = nullptr;         // [F]
+  // Scratch: the scans (in place) [F + 1], [F + 1] (with a sender order), [rows + 1] (with pairs);
+  // CUB's temporary storage (skin_compaction_scan_bytes); two words reset per call.
+  int64_t* edge_scan = nullptr;
+  int64_t* sender_scan = nullptr;
+  int64_t* row_scan = nullptr;
+  void* scan_temp = nullptr;
+  std::size_t scan_temp_bytes = 0;
+  unsigned long long* words = nullptr;  // [2]: the closest length's bits, complemented (0: none); non-finite count
+  // Outputs [B] unless said (null: not wanted).
+  double* vectors = nullptr;  // [B, 3]
+  int64_t* out_sender = nullptr;
+  int64_t* out_receiver = nullptr;
+  int64_t* z_sender = nullptr;
+  int64_t* z_receiver = nullptr;
+  int64_t* sender_slot = nullptr;
+  int64_t* chunk_rows = nullptr;
+  int64_t* chunk_row_ptr = nullptr;  // [N + 1]
+  int64_t* sender_perm[2] = {nullptr, nullptr};     // the sender order (chunk CSR, atom sums)
+  int64_t* sender_ptr_out[2] = {nullptr, nullptr};  // [A + 1]
+  int64_t* sender_counts = nullptr;                 // [A]
+  int64_t* receiver_ptr = nullptr;                  // [A + 1]
+  int64_t* receiver_counts = nullptr;               // [A]
+  int64_t* pair_index_out = nullptr;
+  int64_t* pair_first_out = nullptr;   // [bucket_rows]
+  int64_t* pair_second_out = nullptr;  // [bucket_rows]
+  T* pair_share_out = nullptr;
+  double* status = nullptr;  // [3]: overflow, closest squared length within the cutoff, non-finite components
+};
+
+// CUB's temporary bytes for in-place exclusive scans of up to `items` int64 values.
+std::size_t skin_compaction_scan_bytes(int64_t items);
+
+template <typename T>
+void skin_compaction_cuda(const SkinCompaction<T>& c, void* stream);
+
+}  // namespace flashmace
