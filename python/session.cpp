@@ -32,20 +32,7 @@ bool Session::list_is_current(const Structure& s) const {
 
 void Session::build_list(const Structure& s) {
   check_structure(s);
-  const Graph g = build_neighbor_list(s, evaluator_->cutoff() + skin_);
-  list_.nlocal = list_.ntotal = s.size();
-  list_.species.resize(static_cast<std::size_t>(s.size()));
-  for (int i = 0; i < s.size(); ++i) {
-    list_.species[i] = evaluator_->config().element_index(s.atomic_numbers[i]);
-    if (list_.species[i] < 0)
-      throw Error("atom " + std::to_string(i) + " has atomic number " + std::to_string(s.atomic_numbers[i]) +
-                  ", which the model was not trained on");
-  }
-  list_.sender = g.sender;
-  list_.receiver = g.receiver;
-  // Graph: v = x_r - x_s + shift . cell; the engine's list: v = x_r - x_s - image . cell.
-  list_.image.assign(g.unit_shifts.size(), 0);
-  for (std::size_t k = 0; k < g.unit_shifts.size(); ++k) list_.image[k] = -g.unit_shifts[k];
+  list_ = host_list(*evaluator_, s, evaluator_->cutoff() + skin_);
   listed_ = s;
   ++list_id_;
 }

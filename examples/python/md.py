@@ -2,7 +2,7 @@
 """ASE molecular dynamics on flashmace: the bundled Cu-Ni potential on a 108-atom CuNi alloy (the
 LAMMPS examples' cell), Langevin at 600 K, then NVE; prints the energies every 100 steps.
 
-    PYTHONPATH=build/python python examples/python/md.py [--steps 1000] [--device cuda] [--dtype float32]
+    ~/.cache/flashmace/venv/bin/python examples/python/md.py [--steps 1000] [--device cuda] [--dtype float32]
 
 (the README's Python section; docs/python.md)."""
 import argparse

@@ -136,3 +136,14 @@ def test_errors_name_the_problem(live):
         Atoms("Cu2", positions=[[0, 0, 0], [0.05, 0, 0]], calculator=flashmace.Calculator(path)).get_potential_energy()
     with pytest.raises(Exception, match="stress"):
         Atoms("Cu2", positions=[[0, 0, 0], [2.5, 0, 0]], calculator=flashmace.Calculator(path)).get_stress()
+
+
+def test_the_build_venv_imports_this_package_without_pythonpath():
+    # python/CMakeLists.txt writes a .pth naming build/python into the venv the build used.
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", "import flashmace; print(flashmace.__file__)"], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.samefile(proc.stdout.strip(), flashmace.__file__)
