@@ -6,7 +6,7 @@ engine's own step (flashmace-bench on the same lattice).
 The model: tools/make_random_model.py PRESET (default mp0-medium: MACE-MP-0-medium's shape, random
 weights), exported for flashmace with flashmace.export; both calculators in --dtype. The atoms: fcc
 Cu a = 3.61 A of 4 n^3 atoms (n^3 the cube nearest --atoms / 4), rattled by 0.05 A, velocities of
-300 K. Each runner: VelocityVerlet at 1 fs, --warmup untimed steps (list builds, CUDA-graph
+300 K. Each runner, in a process of its own: VelocityVerlet at 1 fs, --warmup untimed steps (list builds, CUDA-graph
 captures, torch warm-up), then --steps timed steps; ms/step is the timed run's wall time per step.
 
 Usage: python_md.py --atoms 108,864 [--device cpu|cuda] [--dtype float32] [--steps 20] [--warmup 3]
@@ -52,12 +52,51 @@ def timed_md(atoms, calc, steps, warmup):
     return 1e3 * seconds / steps, atoms.get_total_energy()
 
 
-def calculator(runner, args, model, path):
-    if runner == "flashmace":
+def run_child(args, runner, model_pt, model_file, atoms, workdir):
+    """One runner's MD in a process of its own (neither imports the other's libraries; a crash is
+    reported with its Python traceback: -X faulthandler)."""
+    out = os.path.join(workdir, f"{runner}-{atoms}.json")
+    cmd = [sys.executable, "-X", "faulthandler", os.path.abspath(__file__), "--child", runner, "--atoms", str(atoms),
+           "--device", args.device, "--dtype", args.dtype, "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--model-pt", model_pt, "--model-file", model_file, "--out", out]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"python_md.py: the {runner} run with {atoms} atoms failed (exit {proc.returncode}):\n"
+                 f"{proc.stdout[-3000:]}{proc.stderr[-6000:]}")
+    with open(out) as f:
+        return json.load(f)
+
+
+def child(args):
+    """--child RUNNER: the timed MD of one runner; writes {ms_per_step, total_energy, atoms} to --out."""
+    import torch
+    atoms = lattice(int(args.atoms))
+    if args.child == "flashmace":
         import flashmace
-        return flashmace.Calculator(path, device=args.device, dtype=args.dtype)
-    from mace.calculators import MACECalculator
-    return MACECalculator(models=[model], device=args.device, default_dtype=args.dtype)
+        calc = flashmace.Calculator(args.model_file, device=args.device, dtype=args.dtype)
+    else:
+        from mace.calculators import MACECalculator
+        torch.set_default_dtype(torch.float64 if args.dtype == "float64" else torch.float32)
+        calc = MACECalculator(models=[torch.load(args.model_pt, weights_only=False)], device=args.device,
+                              default_dtype=args.dtype)
+    ms, energy = timed_md(atoms, calc, args.steps, args.warmup)
+    with open(args.out, "w") as f:
+        json.dump({"ms_per_step": ms, "total_energy": energy, "atoms": len(atoms)}, f)
+    return 0
+
+
+def prepare(args, workdir):
+    """The random model as a mace-torch file (for mace-torch) and a flashmace file, in a process of its own."""
+    model_pt = os.path.join(workdir, f"{args.preset}.pt")
+    model_file = os.path.join(workdir, f"{args.preset}.safetensors")
+    code = ("import sys, torch; sys.path.insert(0, %r); import make_random_model, export_mace; "
+            "m = make_random_model.build(%r, seed=0); torch.save(m, %r); "
+            "export_mace.export_model(m, %r, dtype=%r, source='bench/python_md.py (RANDOM WEIGHTS)')"
+            % (os.path.join(HERE, "..", "tools"), args.preset, model_pt, model_file, args.dtype))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"python_md.py: making the {args.preset} model failed:\n{proc.stderr[-3000:]}")
+    return model_pt, model_file
 
 
 def bench_step(args, path, atoms, workdir):
@@ -87,32 +126,31 @@ def main(argv=None):
     parser.add_argument("--runners", default="flashmace,mace")
     parser.add_argument("--bench", help="flashmace-bench: also the engine's own step and the calculator's overhead")
     parser.add_argument("--out", default=".")
+    parser.add_argument("--child", choices=["flashmace", "mace"], help=argparse.SUPPRESS)
+    parser.add_argument("--model-pt", help=argparse.SUPPRESS)
+    parser.add_argument("--model-file", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        return child(args)
     runners = args.runners.split(",")
     if set(runners) - {"flashmace", "mace"} or "flashmace" not in runners:
         parser.error("--runners: flashmace, optionally with mace")
-    import torch
-    import flashmace
-    import make_random_model
-
     os.makedirs(args.out, exist_ok=True)
-    model = make_random_model.build(args.preset, seed=0)
     workdir = tempfile.mkdtemp(prefix="python-md-")
-    path = str(flashmace.export(model, os.path.join(workdir, f"{args.preset}.safetensors"), dtype=args.dtype))
-    torch.set_default_dtype(torch.float64 if args.dtype == "float64" else torch.float32)
+    model_pt, model_file = prepare(args, workdir)
     rows = []
     for wanted in (int(a) for a in args.atoms.split(",")):
-        atoms = lattice(wanted)
-        row = {"atoms": len(atoms), "device": args.device, "dtype": args.dtype, "steps": args.steps}
+        atoms = len(lattice(wanted))
+        row = {"atoms": atoms, "device": args.device, "dtype": args.dtype, "steps": args.steps}
         for runner in runners:
-            ms, energy = timed_md(atoms, calculator(runner, args, model, path), args.steps, args.warmup)
-            row[f"{runner}_ms_per_step"] = ms
-            row[f"{runner}_total_energy"] = energy
-            print(f"python_md: {len(atoms)} atoms, {runner}: {ms:.2f} ms/step", flush=True)
+            r = run_child(args, runner, model_pt, model_file, atoms, workdir)
+            row[f"{runner}_ms_per_step"] = r["ms_per_step"]
+            row[f"{runner}_total_energy"] = r["total_energy"]
+            print(f"python_md: {atoms} atoms, {runner}: {r['ms_per_step']:.2f} ms/step", flush=True)
         if "mace" in runners:
             row["speedup_over_mace"] = row["mace_ms_per_step"] / row["flashmace_ms_per_step"]
         if args.bench:
-            row["bench_ms_per_step"], row["bench_command"] = bench_step(args, path, len(atoms), workdir)
+            row["bench_ms_per_step"], row["bench_command"] = bench_step(args, model_file, atoms, workdir)
             row["calculator_overhead"] = row["flashmace_ms_per_step"] / row["bench_ms_per_step"] - 1
         rows.append(row)
     write(args, rows, sys.argv)
@@ -127,8 +165,8 @@ def write(args, rows, argv):
     columns = [c for c in columns if c[1] in rows[0]]
     lines = [f"# ASE MD: flashmace.Calculator and mace-torch's MACECalculator, {args.device}, {args.dtype}", "",
              f"Random {args.preset} model, fcc Cu a = 3.61 A rattled 0.05 A, 300 K, VelocityVerlet 1 fs, "
-             f"{args.warmup} warm-up + {args.steps} timed steps per runner, one process. Overhead: the "
-             "calculator's MD step over flashmace-bench's step on the same lattice.", "",
+             f"{args.warmup} warm-up + {args.steps} timed steps per runner, each in a process of its own, one "
+             "job. Overhead: the calculator's MD step over flashmace-bench's step on the same lattice.", "",
              "| " + " | ".join(c[0] for c in columns) + " |", "|---" * len(columns) + "|"]
     lines += ["| " + " | ".join(fmt.format(r[key]) for _, key, fmt in columns) + " |" for r in rows]
     lines += ["", "Made by: " + " ".join(argv), ""]

@@ -83,11 +83,14 @@ def _per_layer(value, layers, what):
     return values
 
 
-def _scalar(value, what):
-    arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
-    if arr.size != 1:
-        raise ValueError(f"{what} has {arr.size} values: multi-head models are not supported yet")
-    return float(arr[0])
+def _per_head(value, heads, what):
+    """A number for one head, a list of one number per head otherwise."""
+    arr = np.atleast_1d(np.asarray(value, dtype=np.float64)).reshape(-1)
+    if arr.size == 1 and heads > 1:
+        arr = np.repeat(arr, heads)
+    if arr.size != heads:
+        raise ValueError(f"{what} has {arr.size} values for {heads} heads")
+    return float(arr[0]) if heads == 1 else [float(v) for v in arr]
 
 
 def metadata_from_config(config, avg_num_neighbors=None, dtype="float64", provenance=None):
@@ -97,9 +100,7 @@ def metadata_from_config(config, avg_num_neighbors=None, dtype="float64", proven
     layers = int(config["num_interactions"])
     if avg_num_neighbors is None:
         avg_num_neighbors = config["avg_num_neighbors"]
-    heads = list(config.get("heads") or ["Default"])
-    if len(heads) != 1:
-        raise ValueError(f"multi-head models are not supported yet (heads: {heads})")
+    heads = [str(h) for h in (config.get("heads") or ["Default"])]
     if config.get("use_so3") or config.get("use_agnostic_product") or config.get("use_embedding_readout") \
             or config.get("use_last_readout_only") or config.get("edge_irreps") is not None \
             or config.get("embedding_specs") or config.get("cueq_config") is not None:
@@ -135,10 +136,11 @@ def metadata_from_config(config, avg_num_neighbors=None, dtype="float64", proven
         "readout_cls": _name(config.get("readout_cls", "NonLinearReadoutBlock")),
         "radial_MLP": [int(w) for w in config["radial_MLP"]],
         "atomic_numbers": [int(z) for z in config["atomic_numbers"]],
+        # [heads][elements], head-major (mace-torch's [heads, Z] buffer, or [Z] for one head)
         "atomic_energies": [float(e) for e in np.asarray(config["atomic_energies"], dtype=np.float64).reshape(-1)],
         "avg_num_neighbors": _per_layer(avg_num_neighbors, layers, "avg_num_neighbors"),
-        "scale": _scalar(config["atomic_inter_scale"], "scale"),
-        "shift": _scalar(config["atomic_inter_shift"], "shift"),
+        "scale": _per_head(config["atomic_inter_scale"], len(heads), "scale"),
+        "shift": _per_head(config["atomic_inter_shift"], len(heads), "shift"),
         "heads": heads,
         "provenance": provenance or {},
     }
@@ -184,8 +186,8 @@ def export_model(model, out_path, dtype=None, source="live object"):
     config["correlation"] = [len(p.symmetric_contractions.contractions[0].weights) + 1 for p in model.products]
     avg = [float(block.avg_num_neighbors) for block in model.interactions]
     state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
-    # mace-torch's trainer stores E0s per head, shape [heads, Z]; the file holds one head's [Z]
-    # (metadata_from_config refuses models with more than one head).
+    # mace-torch's trainer stores E0s per head, shape [heads, Z]; a one-head file holds [Z]
+    # (a multi-head file keeps [heads, Z]: the loader's select_head takes one row).
     e0 = state.get("atomic_energies_fn.atomic_energies")
     if e0 is not None and e0.ndim == 2 and e0.shape[0] == 1:
         state["atomic_energies_fn.atomic_energies"] = e0.reshape(-1)

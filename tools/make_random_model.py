@@ -10,7 +10,10 @@ tests, examples of the machinery and benchmarks. Presets:
 (mp0-*: max_ell 3, correlation 3, 2 residual layers, r_max 6, 89 elements, radial MLP [64,64,64],
 10 Bessel functions.)
 
-Usage: make_random_model.py PRESET OUT.safetensors [--dtype float32|float64] [--seed N]
+--heads A,B,...: a multi-head model (mace-torch's heads: a readout output, E0s, scale and shift
+per head, the rest shared), as a multi-head fine-tune of a foundation model has (e.g. pt_head,Default).
+
+Usage: make_random_model.py PRESET OUT.safetensors [--dtype float32|float64] [--seed N] [--heads A,B]
 """
 import argparse
 import os
@@ -33,7 +36,7 @@ PRESETS = {
 }
 
 
-def build(preset, seed):
+def build(preset, seed, heads=None):
     # e3nn 0.4.4 (pinned by MACE) reads its constant tables with torch.load, which torch >= 2.6
     # refuses by default; the file ships inside the e3nn package.
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
@@ -46,13 +49,17 @@ def build(preset, seed):
     rng = np.random.default_rng(seed)
     torch.set_default_dtype(torch.float64)
     block = interaction_classes["RealAgnosticResidualInteractionBlock"]
+    n_heads = len(heads) if heads else 1
+    e0 = -rng.uniform(1.0, 5.0, (n_heads, len(p["elements"])))
+    per_head = {} if not heads else dict(heads=list(heads), atomic_inter_scale=list(rng.uniform(0.5, 2.0, n_heads)),
+                                         atomic_inter_shift=list(rng.uniform(-0.5, 0.5, n_heads)))
     model = ScaleShiftMACE(
         r_max=p["r_max"], num_bessel=p["num_bessel"], num_polynomial_cutoff=5, max_ell=p["max_ell"],
         interaction_cls=block, interaction_cls_first=block, num_interactions=2,
         num_elements=len(p["elements"]), hidden_irreps=o3.Irreps(p["hidden"]), MLP_irreps=o3.Irreps(p["mlp_irreps"]),
-        atomic_energies=-rng.uniform(1.0, 5.0, len(p["elements"])), avg_num_neighbors=p["avg_num_neighbors"],
+        atomic_energies=e0 if heads else e0[0], avg_num_neighbors=p["avg_num_neighbors"],
         atomic_numbers=p["elements"], correlation=p["correlation"], gate=torch.nn.functional.silu,
-        radial_MLP=p["radial_mlp"], atomic_inter_scale=1.0, atomic_inter_shift=0.0)
+        radial_MLP=p["radial_mlp"], **(per_head or dict(atomic_inter_scale=1.0, atomic_inter_shift=0.0)))
     # MACE initialises some weights to zero (e.g. higher-order SC weights); redraw every float
     # parameter so that every path of the architecture contributes.
     with torch.no_grad():
@@ -67,10 +74,12 @@ def main(argv=None):
     parser.add_argument("output")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--heads", help="comma-separated head names: a multi-head model")
     args = parser.parse_args(argv)
     import export_mace
 
-    model = build(args.preset, args.seed)
+    heads = args.heads.split(",") if args.heads else None
+    model = build(args.preset, args.seed, heads)
     meta = export_mace.export_model(model, args.output, dtype=args.dtype,
                                     source=f"make_random_model.py {args.preset} --seed {args.seed} (RANDOM WEIGHTS)")
     print(f"wrote {args.output}: random-weight {args.preset}, {meta['hidden_irreps']}, {len(meta['atomic_numbers'])} "

@@ -32,7 +32,8 @@ class Calculator(_AseCalculator):
     """ASE calculator on a flashmace model file (tools/export_mace.py or flashmace.export).
 
     model: the .safetensors model file; device: "cpu", "cuda" or "cuda:N"; dtype: "float64" or
-    "float32" (default: the model's); head: multi-head models are not supported yet (None only);
+    "float32" (default: the model's); head: a multi-head model's head (default: its head named
+    "default", as mace-torch's calculator; a wrong name raises, listing the heads);
     skin: the neighbour-list skin in A (0: a new list at every call); further keyword arguments are
     the engine's options (pair_style keywords: path, memory, edge_chunk, atom_chunk, sc,
     radial_pairs, cuda_graph, tf32, ...), e.g. path="reference".
@@ -42,9 +43,9 @@ class Calculator(_AseCalculator):
 
     def __init__(self, model, device="cpu", dtype=None, head=None, skin=1.0, **options):
         super().__init__()
-        if head is not None:
-            raise ValueError(f"head={head!r}: flashmace does not support multi-head models yet; leave head=None")
         engine = {"device": str(device)}
+        if head is not None:
+            engine["head"] = str(head)
         if dtype is not None:
             engine["dtype"] = str(dtype)
         for key, value in options.items():

@@ -1,6 +1,7 @@
 #include "core/mace_config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -32,6 +33,20 @@ T required(const json& doc, const char* key, const std::string& where) {
   } catch (const json::exception&) {
     throw Error(where + "metadata '" + key + "' has the wrong type: " + doc.at(key).dump());
   }
+}
+
+// A number (one head) or a list of one number per head.
+std::vector<double> per_head(const json& doc, const char* key, std::size_t heads, const std::string& where) {
+  if (doc.contains(key) && doc.at(key).is_number()) {
+    if (heads != 1)
+      throw Error(where + "metadata '" + key + "' needs one value per head (" + std::to_string(heads) + ")");
+    return {doc.at(key).get<double>()};
+  }
+  const std::vector<double> v = required<std::vector<double>>(doc, key, where);
+  if (v.size() != heads)
+    throw Error(where + "metadata '" + key + "' has " + std::to_string(v.size()) + " values for " +
+                std::to_string(heads) + " heads");
+  return v;
 }
 
 std::string optional_string(const json& doc, const char* key, const std::string& fallback, const std::string& where) {
@@ -115,9 +130,9 @@ MaceConfig parse_mace_config(const std::string& json_text, const std::string& wh
   c.atomic_numbers = required<std::vector<int>>(doc, "atomic_numbers", where);
   c.atomic_energies = required<std::vector<double>>(doc, "atomic_energies", where);
   c.avg_num_neighbors = required<std::vector<double>>(doc, "avg_num_neighbors", where);
-  c.scale = required<double>(doc, "scale", where);
-  c.shift = required<double>(doc, "shift", where);
   c.heads = required<std::vector<std::string>>(doc, "heads", where);
+  c.scale = per_head(doc, "scale", c.heads.size(), where);
+  c.shift = per_head(doc, "shift", c.heads.size(), where);
   if (doc.contains("provenance")) c.provenance_json = doc["provenance"].dump();
 
   // Consistency checks that keep the math well defined.
@@ -126,16 +141,20 @@ MaceConfig parse_mace_config(const std::string& json_text, const std::string& wh
       throw Error(where + "unsupported interaction block class '" + *cls + "'");
   if (c.readout_cls != "NonLinearReadoutBlock")
     throw Error(where + "unsupported readout class '" + c.readout_cls + "' (supported: NonLinearReadoutBlock)");
-  if (c.heads.size() != 1)
-    throw Error(where + "multi-head models are not supported yet (" + std::to_string(c.heads.size()) + " heads)");
+  if (c.heads.empty()) throw Error(where + "metadata 'heads' names no head");
+  for (std::size_t h = 0; h < c.heads.size(); ++h)
+    if (c.heads[h].empty() || std::find(c.heads.begin(), c.heads.begin() + h, c.heads[h]) != c.heads.begin() + h)
+      throw Error(where + "metadata 'heads' must hold distinct non-empty names");
   if (c.num_interactions < 1) throw Error(where + "num_interactions must be at least 1");
   if (static_cast<int>(c.correlation.size()) != c.num_interactions ||
       static_cast<int>(c.avg_num_neighbors.size()) != c.num_interactions)
     throw Error(where + "correlation and avg_num_neighbors need one entry per interaction");
   for (int nu : c.correlation)
     if (nu < 1) throw Error(where + "correlation must be at least 1");
-  if (c.atomic_numbers.empty() || c.atomic_numbers.size() != c.atomic_energies.size())
-    throw Error(where + "atomic_numbers and atomic_energies must be non-empty and of equal length");
+  if (c.atomic_numbers.empty() || c.atomic_numbers.size() * c.heads.size() != c.atomic_energies.size())
+    throw Error(where + "atomic_energies must hold one value per element and head (" +
+                std::to_string(c.atomic_numbers.size()) + " x " + std::to_string(c.heads.size()) + "), got " +
+                std::to_string(c.atomic_energies.size()));
   if (!std::is_sorted(c.atomic_numbers.begin(), c.atomic_numbers.end()))
     throw Error(where + "atomic_numbers must be in ascending order");
   if (c.r_max <= 0 || c.num_bessel < 1 || c.num_polynomial_cutoff < 1 || c.max_ell < 0)
@@ -177,11 +196,26 @@ std::string mace_config_to_json(const MaceConfig& c) {
               {"atomic_numbers", c.atomic_numbers},
               {"atomic_energies", c.atomic_energies},
               {"avg_num_neighbors", c.avg_num_neighbors},
-              {"scale", c.scale},
-              {"shift", c.shift},
+              {"scale", c.scale.size() == 1 ? json(c.scale.front()) : json(c.scale)},
+              {"shift", c.shift.size() == 1 ? json(c.shift.front()) : json(c.shift)},
               {"heads", c.heads},
               {"provenance", json::parse(c.provenance_json)}};
   return doc.dump();
+}
+
+std::string MaceConfig::default_head() const {
+  if (heads.size() == 1) return heads.front();
+  for (const std::string& h : heads) {
+    std::string lower = h;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    if (lower == "default") return h;
+  }
+  return "";
+}
+
+int MaceConfig::head_index(const std::string& name) const {
+  const auto it = std::find(heads.begin(), heads.end(), name);
+  return it == heads.end() ? -1 : static_cast<int>(it - heads.begin());
 }
 
 const char* element_symbol(int z) { return (z >= 1 && z <= 118) ? kSymbols[z] : ""; }

@@ -32,11 +32,14 @@ struct MaceConfig {
   std::string readout_cls = "NonLinearReadoutBlock";
   std::vector<int> radial_mlp;
   std::vector<int> atomic_numbers;  // ascending; the element index is the position here
-  std::vector<double> atomic_energies;
+  std::vector<double> atomic_energies;     // [heads][elements], head-major
   std::vector<double> avg_num_neighbors;  // one per interaction
-  double scale = 1.0;
-  double shift = 0.0;
+  std::vector<double> scale{1.0};         // one per head
+  std::vector<double> shift{0.0};         // one per head
   std::vector<std::string> heads;
+  // A multi-head file (mace-torch's heads: one shared body, a readout output, E0s and scale/shift per
+  // head) is evaluated through ModelFile::select_head, which makes a one-head model of one of them;
+  // mlp_irreps is then one head's (the stored readout's hidden width is heads times it).
   std::string provenance_json = "{}";  // free-form, kept verbatim
 
   // Derived quantities.
@@ -51,6 +54,12 @@ struct MaceConfig {
   bool residual(int t) const { return interaction_class(t).find("Residual") != std::string::npos; }
   bool density(int t) const { return interaction_class(t).find("Density") != std::string::npos; }
   int element_index(int atomic_number) const;  // -1 if the model does not know the element
+  int num_heads() const { return static_cast<int>(heads.size()); }
+  // The head used when none is named, as mace-torch's calculator chooses it: the only head, else
+  // the first named "default" in any case (a fine-tune's own head beside the foundation model's
+  // "pt_head"); "" when there is none (a head must then be named).
+  std::string default_head() const;
+  int head_index(const std::string& name) const;  // -1 if absent
 };
 
 // Parse and validate the metadata JSON; `where` names the file in error messages.

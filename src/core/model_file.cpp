@@ -43,7 +43,8 @@ std::map<std::string, ExpectedTensor> expected_tensors(const MaceConfig& c) {
   e[n::kAtomicNumbers] = {{Z}, ExpectedTensor::Integer};
   e[n::kNodeEmbedding] = {{Z * C}};
   e[n::kBesselWeights] = {{nb}};
-  e[n::kAtomicEnergies] = {{Z}};
+  const int64_t H = c.num_heads();
+  e[n::kAtomicEnergies] = H == 1 ? ExpectedTensor{{Z}} : ExpectedTensor{{H, Z}};
   if (c.distance_transform == "Agnesi") {
     for (const char* k : {"q", "p", "a"}) e[n::distance_transform(k)] = {{}};
     e[n::distance_transform("covalent_radii")] = {{-1}};
@@ -84,12 +85,13 @@ std::map<std::string, ExpectedTensor> expected_tensors(const MaceConfig& c) {
       }
     }
     e[n::product(t, "linear.weight")] = {{linear_numel(out, out)}};
+    // (one output per head; the last readout's hidden layer holds one MLP_irreps block per head)
     if (t < c.num_interactions - 1) {
-      e[n::readout(t, "linear.weight")] = {{C}};
+      e[n::readout(t, "linear.weight")] = {{C * H}};
     } else {
-      const int64_t mlp = Irreps::parse(c.mlp_irreps).dim();
+      const int64_t mlp = Irreps::parse(c.mlp_irreps).dim() * H;
       e[n::readout(t, "linear_1.weight")] = {{C * mlp}};
-      e[n::readout(t, "linear_2.weight")] = {{mlp}};
+      e[n::readout(t, "linear_2.weight")] = {{mlp * H}};
     }
   }
   return e;
@@ -188,10 +190,12 @@ void check_atomic_energies(const SafetensorsFile& file, const MaceConfig& config
   for (std::size_t i = 0; i < tensor.size(); ++i) {
     const double meta = config.atomic_energies[i];
     if (e0_agrees(meta, tensor[i], f32)) continue;
-    const int z = config.atomic_numbers[i];
+    const int z = config.atomic_numbers[i % config.atomic_numbers.size()];
+    const std::string head =
+        config.num_heads() > 1 ? " of head '" + config.heads[i / config.atomic_numbers.size()] + "'" : "";
     throw Error(where + "tensor '" + mace_tensors::kAtomicEnergies + "' holds E0 = " + shortest(tensor[i], f32) +
-                " for " + element_symbol(z) + " (Z = " + std::to_string(z) +
-                ") but the metadata's atomic_energies hold " + shortest(meta, false) +
+                " for " + element_symbol(z) + " (Z = " + std::to_string(z) + ")" + head +
+                " but the metadata's atomic_energies hold " + shortest(meta, false) +
                 "; the two must agree (the engine uses the tensor, the exporter writes both): "
                 "re-export the model with tools/export_mace.py");
   }
@@ -220,6 +224,77 @@ ModelFile ModelFile::from_safetensors(SafetensorsFile file) {
   check_atomic_energies(file, m.config_, where);
   m.file_ = std::move(file);
   return m;
+}
+
+namespace {
+
+// The entries of a [rows, cols] row-major float tensor at rows [r0, r0 + nr) and columns [c0, c0 + nc),
+// times `factor`, as a tensor of `shape`.
+template <typename T>
+TensorBytes block_of(const TensorView& v, int64_t cols, int64_t r0, int64_t nr, int64_t c0, int64_t nc, double factor,
+                     std::vector<int64_t> shape) {
+  TensorBytes out{v.dtype, std::move(shape), std::vector<unsigned char>(static_cast<std::size_t>(nr * nc) * sizeof(T))};
+  const T* in = reinterpret_cast<const T*>(v.data);
+  T* o = reinterpret_cast<T*>(out.bytes.data());
+  for (int64_t r = 0; r < nr; ++r)
+    for (int64_t c = 0; c < nc; ++c) o[r * nc + c] = static_cast<T>(in[(r0 + r) * cols + c0 + c] * factor);
+  return out;
+}
+
+TensorBytes block(const TensorView& v, int64_t cols, int64_t r0, int64_t nr, int64_t c0, int64_t nc, double factor,
+                  std::vector<int64_t> shape) {
+  return v.dtype == DType::F64 ? block_of<double>(v, cols, r0, nr, c0, nc, factor, std::move(shape))
+                               : block_of<float>(v, cols, r0, nr, c0, nc, factor, std::move(shape));
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "'" : ", '") + n + "'";
+  return s;
+}
+
+}  // namespace
+
+ModelFile ModelFile::select_head(const std::string& name) const {
+  const MaceConfig& c = config_;
+  const std::string head = name.empty() ? c.default_head() : name;
+  if (head.empty())
+    throw Error("Model file " + path() + " has " + std::to_string(c.num_heads()) + " heads (" + joined(c.heads) +
+                ") and none named 'default': choose one (pair_style mace/flash ... head NAME, --head NAME)");
+  const int h = c.head_index(head);
+  if (h < 0) {
+    const std::string fallback = c.default_head();
+    throw Error("Model file " + path() + " has no head '" + head + "'; its heads: " + joined(c.heads) +
+                (fallback.empty() ? std::string() : " (the default, used when none is named: '" + fallback + "')"));
+  }
+  if (c.num_heads() == 1) return *this;
+  const int64_t H = c.num_heads(), Z = c.num_elements(), C = c.channels(), M = Irreps::parse(c.mlp_irreps).dim();
+  MaceConfig one = c;
+  one.heads = {head};
+  one.scale = {c.scale[h]};
+  one.shift = {c.shift[h]};
+  one.atomic_energies.assign(c.atomic_energies.begin() + h * Z, c.atomic_energies.begin() + (h + 1) * Z);
+
+  std::map<std::string, TensorBytes> tensors;
+  for (const auto& key : file_.names()) {
+    const TensorView& v = file_.tensor(key);
+    tensors[key] = TensorBytes{v.dtype, v.shape, std::vector<unsigned char>(v.data, v.data + v.nbytes)};
+  }
+  namespace n = mace_tensors;
+  tensors[n::kAtomicEnergies] = block(tensor(n::kAtomicEnergies), Z, h, 1, 0, Z, 1.0, {Z});
+  const int last = c.num_interactions - 1;
+  for (int t = 0; t < last; ++t) {
+    const std::string key = n::readout(t, "linear.weight");
+    tensors[key] = block(tensor(key), H, 0, C, h, 1, 1.0, {C});
+  }
+  const std::string l1 = n::readout(last, "linear_1.weight"), l2 = n::readout(last, "linear_2.weight");
+  tensors[l1] = block(tensor(l1), M * H, 0, C, h * M, M, 1.0, {C * M});
+  tensors[l2] = block(tensor(l2), H, h * M, M, h, 1, 1.0 / std::sqrt(static_cast<double>(H)), {M});
+
+  std::map<std::string, std::string> metadata = file_.metadata();
+  metadata[kMetadataKey] = mace_config_to_json(one);
+  return from_safetensors(
+      SafetensorsFile::parse(serialize_safetensors(metadata, tensors), path() + " (head '" + head + "')"));
 }
 
 void ModelFile::save(const std::string& path) const {

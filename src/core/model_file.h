@@ -22,6 +22,12 @@ class ModelFile {
   const TensorView& tensor(const std::string& key) const { return file_.tensor(key); }
   bool has(const std::string& key) const { return file_.has(key); }
 
+  // One head of the model as a one-head model ("": the default head, MaceConfig::default_head):
+  // its E0s, scale and shift, and its readout weights (the last readout's hidden block of that
+  // head, whose output weights are rescaled by 1/sqrt(heads): e3nn normalises by the fan-in, which
+  // the other heads' blocks no longer add to). A name that is not a head throws, listing the heads.
+  ModelFile select_head(const std::string& name) const;
+
   // Rewrites the file from its parts (metadata verbatim, every tensor byte for byte).
   void save(const std::string& path) const;
 

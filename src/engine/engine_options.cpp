@@ -80,6 +80,14 @@ const std::map<std::string, OptionSpec>& specs() {
          static const Dtype values[] = {Dtype::Float64, Dtype::Float32};
          return set_word(v, words, values, &o.dtype);
        }}},
+      {"head", {"a head of the model (letters, digits, _ . + -)", [](O& o, V v) {
+         if (v.empty()) return false;
+         for (const char ch : v)
+           if (!std::isalnum(static_cast<unsigned char>(ch)) && std::string("_.+-").find(ch) == std::string::npos)
+             return false;
+         o.head = v;
+         return true;
+       }}},
       {"path", {"use fast or reference", [](O& o, V v) {
          static const char* const words[] = {"fast", "reference"};
          static const EvaluationPath values[] = {EvaluationPath::Fast, EvaluationPath::Reference};
@@ -129,9 +137,10 @@ bool set_engine_option(EngineOptions& options, const std::string& key, const std
 
 const std::vector<std::string>& engine_option_keys() {
   // The order users read them in (the pair_style documentation's).
-  static const std::vector<std::string> keys = {"device",     "dtype",   "path",        "edge_chunk",
-                                                "atom_chunk", "memory",  "sc",          "tf32",
-                                                "reassociate", "radial_pairs", "cuda_graph", "side_stream"};
+  static const std::vector<std::string> keys = {"device",      "dtype",        "head",       "path",
+                                                "edge_chunk",  "atom_chunk",   "memory",     "sc",
+                                                "tf32",        "reassociate",  "radial_pairs", "cuda_graph",
+                                                "side_stream"};
   return keys;
 }
 

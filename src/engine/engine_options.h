@@ -20,6 +20,7 @@ struct EngineOptions {
   EvaluationPath path = EvaluationPath::Fast;
   Dtype dtype = Dtype::FromModel;
   std::string device = "cpu";  // "cpu", "cuda" (LibTorch's current device) or "cuda:N"
+  std::string head;            // a multi-head model's head ("": its default, MaceConfig::default_head)
   // Fast path, all below.
   int64_t edge_chunk = 0;     // edges per chunk; 0 = chosen by the memory planner
   int64_t atom_chunk = 0;     // atoms per node-stage chunk; 0 = planner

@@ -192,7 +192,10 @@ class FastEvaluator : public TensorEvaluator {
 
 }  // namespace
 
-std::unique_ptr<Evaluator> make_evaluator(const ModelFile& file, const EngineOptions& o) {
+std::unique_ptr<Evaluator> make_evaluator(const ModelFile& model_file, const EngineOptions& o) {
+  // A multi-head model runs one head, as a one-head model (ModelFile::select_head).
+  const ModelFile file = model_file.config().num_heads() > 1 || !o.head.empty() ? model_file.select_head(o.head)
+                                                                                : model_file;
   validate(o, file.config().dtype);
   const std::string dtype = resolved_dtype(o, file.config().dtype);
   const at::Device device(canonical_device(o.device));

@@ -168,12 +168,24 @@ void PairMACEFlash::stop_if_any_rank_failed(const std::string& failure) {
   error->all(FLERR, text(message));
 }
 
+namespace {
+
+std::string heads_list(const std::vector<std::string>& heads) {
+  std::string s;
+  for (const auto& h : heads) s += (s.empty() ? "'" : ", '") + h + "'";
+  return s;
+}
+
+}  // namespace
+
 void PairMACEFlash::load_model() {
   const PlacedDevice placed = place_device();
   const std::string& device = placed.name;
   std::string failure;
+  std::vector<std::string> file_heads;
   try {
     const flashmace::ModelFile file = flashmace::ModelFile::load(model_path_);
+    file_heads = file.config().heads;
     flashmace::EngineOptions o = options_;
     o.device = device;
     // Ranks sharing a GPU split its default budget (each would otherwise plan for half of it).
@@ -215,6 +227,8 @@ void PairMACEFlash::load_model() {
                              std::to_string(config.r_max) + " A, " + std::to_string(config.num_interactions) +
                              " interactions, hidden irreps " + config.hidden_irreps + ", " +
                              model_->dtype() + " on " + model_->device() + ", " + model_->path() + " path" +
+                             (file_heads.size() > 1 ? ", head '" + config.heads.front() + "' of " + heads_list(file_heads)
+                                                    : std::string()) +
                              (model_->sc_executor().empty() ? "" : ", SC " + model_->sc_executor()) +
                              (model_->tp_executor().empty() ? "" : ", conv TP " + model_->tp_executor()) + "\n"));
 }

@@ -127,7 +127,7 @@ at::Tensor mace_interaction_energy(const MaceParams& m, const GraphTensors& g, c
       lap(timer, "halo_exchange");
     }
   }
-  return c.scale * energy + c.shift;
+  return c.scale.front() * energy + c.shift.front();  // (one head: ModelFile::select_head)
 }
 
 }  // namespace flashmace

@@ -69,8 +69,8 @@ TEST_P(ModelFileCase, HyperparametersEqualMacesExtractConfig) {
     EXPECT_EQ(c.avg_num_neighbors[t], cfg.at("avg_num_neighbors").get<double>()) << t;
     EXPECT_EQ(c.correlation[t], cfg.at("correlation").get<int>()) << t;
   }
-  EXPECT_EQ(c.scale, cfg.at("atomic_inter_scale").get<double>());
-  EXPECT_EQ(c.shift, cfg.at("atomic_inter_shift").get<double>());
+  EXPECT_EQ(c.scale, std::vector<double>{cfg.at("atomic_inter_scale").get<double>()});
+  EXPECT_EQ(c.shift, std::vector<double>{cfg.at("atomic_inter_shift").get<double>()});
 }
 
 // The float32 export is the float64 model with every F64 tensor rounded to nearest float (what

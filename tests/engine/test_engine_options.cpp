@@ -25,12 +25,14 @@ std::string refusal(const std::string& key, const std::string& value) {
 TEST(EngineOptions, EveryKeySetsItsField) {
   EngineOptions o;
   const std::pair<const char*, const char*> settings[] = {
-      {"device", "cuda:1"}, {"dtype", "float32"},  {"path", "reference"},     {"edge_chunk", "4096"},
+      {"device", "cuda:1"}, {"dtype", "float32"},  {"head", "pt_head"},       {"path", "reference"},
+      {"edge_chunk", "4096"},
       {"atom_chunk", "512"}, {"memory", "2.5"},    {"sc", "generic"},         {"tf32", "yes"},
       {"reassociate", "no"}, {"radial_pairs", "off"}, {"cuda_graph", "off"}, {"side_stream", "off"}};
   for (const auto& [key, value] : settings) EXPECT_TRUE(set_engine_option(o, key, value)) << key;
   EXPECT_EQ(o.device, "cuda:1");
   EXPECT_EQ(o.dtype, Dtype::Float32);
+  EXPECT_EQ(o.head, "pt_head");
   EXPECT_EQ(o.path, EvaluationPath::Reference);
   EXPECT_EQ(o.edge_chunk, 4096);
   EXPECT_EQ(o.atom_chunk, 512);

@@ -111,8 +111,8 @@ BAD_DECKS = [
      "tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
      "this evaluator is float64 on cpu"),
     ("unknown_keyword", deck(pair="pair_style mace/flash chunk 4"),
-     "Illegal pair_style mace/flash keyword chunk: known are device, dtype, path, edge_chunk, atom_chunk, memory, sc, "
-     "tf32, reassociate, radial_pairs, cuda_graph, side_stream, exchange"),
+     "Illegal pair_style mace/flash keyword chunk: known are device, dtype, head, path, edge_chunk, atom_chunk, "
+     "memory, sc, tf32, reassociate, radial_pairs, cuda_graph, side_stream, exchange"),
     ("keyword_without_value", deck(pair="pair_style mace/flash dtype"),
      "Illegal pair_style mace/flash command: dtype needs a value"),
     ("bad_device", deck(pair="pair_style mace/flash device tpu"),

@@ -127,7 +127,7 @@ def test_errors_name_the_problem(live):
     _, path = live
     with pytest.raises(TypeError, match="unknown option edge_chunks"):
         flashmace.Calculator(path, edge_chunks=7)
-    with pytest.raises(ValueError, match="multi-head"):
+    with pytest.raises(RuntimeError, match="has no head 'mp'; its heads: 'Default'"):
         flashmace.Calculator(path, head="mp")
     with pytest.raises(RuntimeError, match="not trained on"):
         Atoms("Cu2O", positions=[[0, 0, 0], [2.5, 0, 0], [0, 2.5, 0]],

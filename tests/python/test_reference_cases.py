@@ -32,7 +32,8 @@ def eval_cli(model, atoms, tmp_path):
     lattice = " ".join(repr(float(v)) for v in atoms.cell.array.ravel())
     pbc = " ".join("T" if p else "F" for p in atoms.pbc)
     lines = [str(len(atoms)), f'Lattice="{lattice}" Properties=species:S:1:pos:R:3 pbc="{pbc}"']
-    lines += [f"{s} " + " ".join(repr(float(v)) for v in p) for s, p in zip(atoms.get_chemical_symbols(), atoms.positions)]
+    lines += [f"{s} " + " ".join(repr(float(v)) for v in p)
+              for s, p in zip(atoms.get_chemical_symbols(), atoms.positions)]
     path.write_text("\n".join(lines) + "\n")
     proc = subprocess.run([EVAL, "--model", model, "--xyz", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -133,10 +133,13 @@ def test_command_line_errors_are_clean(tmp_path):
 
 def test_unsupported_configurations_are_refused():
     _, cfg = reference(CASES[0])
-    with pytest.raises(ValueError, match="multi-head"):
-        export_mace.metadata_from_config(dict(cfg, heads=["a", "b"]))
-    with pytest.raises(ValueError, match="multi-head"):
+    with pytest.raises(ValueError, match="scale has 3 values for 2 heads"):
+        export_mace.metadata_from_config(dict(cfg, heads=["a", "b"], atomic_inter_scale=[1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="scale has 2 values for 1 heads"):
         export_mace.metadata_from_config(dict(cfg, atomic_inter_scale=[1.0, 2.0]))
+    # several heads: a scale and shift per head (one number stands for all), every head kept
+    meta = export_mace.metadata_from_config(dict(cfg, heads=["a", "b"], atomic_inter_scale=[1.0, 2.0]))
+    assert meta["heads"] == ["a", "b"] and meta["scale"] == [1.0, 2.0] and len(meta["shift"]) == 2
     with pytest.raises(ValueError, match="use_so3"):
         export_mace.metadata_from_config(dict(cfg, use_so3=True))
     with pytest.raises(ValueError, match="could not describe"):

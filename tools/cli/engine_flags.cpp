@@ -8,6 +8,7 @@ const char* const kEngineFlagsUsage =
     "engine options (as pair_style mace/flash keywords, docs/pair_style.md):\n"
     "  --path fast|reference            the evaluation path (default fast)\n"
     "  --dtype float32|float64  --device cpu|cuda|cuda:N\n"
+    "  --head NAME                      a multi-head model's head (default: its default head)\n"
     "  --edge-chunk N  --atom-chunk N   fast path: force chunk sizes (default: the memory planner's)\n"
     "  --memory GB                      fast path: working-memory budget (default: 1 GiB on CPU, 3/4 of the free GPU memory)\n"
     "  --sc auto|specialized|generic    fast path: symmetric-contraction executor (default auto)\n"

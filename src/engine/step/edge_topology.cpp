@@ -159,7 +159,8 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
     t.receiver_counts = at::zeros({A}, i64);
   }
   for (int64_t a0 = 0; a0 < nlocal; a0 += o.atom_chunk)
-    t.atom_groups.push_back(group_species(t.species_local.narrow(0, a0, std::min(o.atom_chunk, nlocal - a0)), t.present));
+    t.atom_groups.push_back(
+        group_species(t.species_local.narrow(0, a0, std::min(o.atom_chunk, nlocal - a0)), t.present));
   return t;
 }
 

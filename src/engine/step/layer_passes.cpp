@@ -175,7 +175,8 @@ void FastEngine::backward_nodes(StepState& s, int t, at::Tensor* dh) {
     else
       node_chunk_forward(p_, t, node_linears_[t], sc_[t], in, &state, timer_);
     const NodeChunkGradients gi =
-        node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state, s.gh.narrow(0, a0, na), p_.config.scale, timer_);
+        node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state, s.gh.narrow(0, a0, na), p_.config.scale.front(),
+                           timer_);
     S.dmlin.narrow(0, a0, na).copy_(gi.mlin);
     if (L.density) S.ddens.narrow(0, a0, na).copy_(gi.density);
     if (t > 0 && gi.h_in.defined()) dh->narrow(0, a0, na).add_(gi.h_in);
@@ -266,7 +267,7 @@ void FastEngine::finish_gradients(StepState& s, EngineResult* result) {
   if (p_.zbl) {
     // dE/dv = scale * dE_zbl/dr * v / r (every receiver is owned, so every edge counts once)
     const at::Tensor r = at::linalg_vector_norm(s.v, 2, {1}, true);
-    s.grad_v.add_(p_.config.scale * s.zbl_slope.unsqueeze(1) * s.v / r);
+    s.grad_v.add_(p_.config.scale.front() * s.zbl_slope.unsqueeze(1) * s.v / r);
   }
   AtomSumsRequest sums;
   sums.forces = s.want->forces;
@@ -298,7 +299,8 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
   if (p_.zbl) zbl_forward(s);
   for (int t = 0; t < T; ++t) forward_layer(s, t);
   result->node_energy =
-      (c.scale * s.energy + c.shift).to(at::kDouble) + p_.atomic_energies_f64.index_select(0, topology_.species_local);
+      (c.scale.front() * s.energy + c.shift.front()).to(at::kDouble) +
+      p_.atomic_energies_f64.index_select(0, topology_.species_local);
   if (!want.any()) return;
 
   s.grad_v = at::zeros_like(s.v);

@@ -2,8 +2,9 @@
 // the list is sorted, paired and given buckets (adopt_list); on every step the positions go into
 // the engine's own buffers, the compaction (captured once per list) applies the cutoff, the
 // captured step is replayed, and one flag read says whether the buckets held (else the list is
-// adopted anew at these positions and the step run again). Lists that need several edge chunks (the memory plan) take the
-// vectors path instead, with the cutoff applied on the host side of the device (one nonzero).
+// adopted anew at these positions and the step run again). Lists that need several edge chunks
+// (the memory plan) take the vectors path instead, with the cutoff applied on the host side of the
+// device (one nonzero).
 #include <c10/core/GradMode.h>
 
 #include <cmath>
@@ -131,7 +132,8 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
   if (status[2].item<double>() > 0) check_finite_positions(positions_);
   if (status[0].item<double>() > 0) {
     ++counters_.bucket_overflows;
-    if (!adopt_list(list, positions, cell, may_graph)) return run_list(list, 0, positions, cell, min_distance, halo, want);
+    if (!adopt_list(list, positions, cell, may_graph))
+      return run_list(list, 0, positions, cell, min_distance, halo, want);
     positions_.copy_(positions);
     compact_list(use_graph);
     status = skin_->status().to(at::kCPU);
