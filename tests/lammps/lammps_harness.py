@@ -112,6 +112,17 @@ def write_extxyz(path, numbers, positions, cell, pbc="T T T"):
     path.write_text("\n".join(lines) + "\n")
 
 
+# A periodic structure (s.data, write_data) under the pair style with its keywords and one model.
+MODEL_DECK = """units metal
+atom_style atomic
+atom_modify map array
+newton on
+read_data s.data
+pair_style mace/flash {style}
+pair_coeff * * {model} {elements}
+"""
+
+
 # The output lines of a one-evaluation deck (after pair_style / pair_coeff): per-atom energies,
 # forces and per-atom virials dumped, energy, virial and the per-atom sums in the thermo row;
 # read back by step0_results().

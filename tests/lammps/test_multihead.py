@@ -10,21 +10,13 @@ import sys
 
 import numpy as np
 import pytest
-from lammps_harness import STEP0_OUTPUT, run_lammps, run_lammps_error, step0_results, write_data, write_extxyz
+from lammps_harness import (MODEL_DECK, STEP0_OUTPUT, run_lammps, run_lammps_error, step0_results, write_data,
+                            write_extxyz)
 
 SOURCE = os.environ["FLASHMACE_SOURCE_DIR"]
 EVAL = os.environ["FLASHMACE_EVAL"]
 ENERGY_RTOL = 1e-12
 TOL64 = 1e-10
-
-DECK = """units metal
-atom_style atomic
-atom_modify map array
-newton on
-read_data s.data
-pair_style mace/flash {style}
-pair_coeff * * {model} {elements}
-"""
 
 # distorted fcc Cu/Ni, 2x2x2 conventional cells (32 atoms) in LAMMPS's frame
 RNG = np.random.default_rng(3)
@@ -45,7 +37,7 @@ def model(tmp_path_factory):
 
 def lammps(workdir, model, style):
     elements = write_data(workdir / "s.data", NUMBERS, POSITIONS, CELL)
-    deck = DECK.format(style=style, model=model, elements=" ".join(elements))
+    deck = MODEL_DECK.format(style=style, model=model, elements=" ".join(elements))
     return workdir, deck
 
 

@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 from export_mace import read_safetensors
-from lammps_harness import (STEP0_OUTPUT, lammps_frame, run_lammps, step0_results, write_data, write_extxyz)
+from lammps_harness import (MODEL_DECK, STEP0_OUTPUT, lammps_frame, run_lammps, step0_results, write_data, write_extxyz)
 
 REF_DIR = os.environ.get("FLASHMACE_REFERENCE_DIR", "")
 MODELS = os.environ.get("FLASHMACE_EXPORTED_MODEL_DIR", "")
@@ -25,14 +25,7 @@ TOL64 = 1e-10
 # so 1e-5 keeps a 50x margin while a real error (a wrong sign, a missing term) is far larger.
 TOL32 = 1e-5
 
-DECK = """units metal
-atom_style atomic
-atom_modify map array
-newton on
-read_data s.data
-pair_style mace/flash {style}
-pair_coeff * * {model} {elements}
-""" + STEP0_OUTPUT
+DECK = MODEL_DECK + STEP0_OUTPUT
 
 
 _serial = {}
