@@ -20,6 +20,17 @@ target_link_libraries(flashmace_torch INTERFACE ${TORCH_LIBRARIES})
 target_include_directories(flashmace_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_compile_options(flashmace_torch INTERFACE ${TORCH_CXX_FLAGS})
 
+# LibTorch runs on the shared C++ runtime. A toolchain whose libstdc++ comes only as an archive
+# (no libstdc++.so beside g++) would link a second, static runtime into our binaries; inside a
+# module loaded next to LibTorch (the Python extension, the LAMMPS plugins) the two copies disagree
+# on the locale tables and the first formatted number crashes. Link the shared one by soname then.
+execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so OUTPUT_VARIABLE _flashmace_libstdcxx
+                OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND NOT IS_ABSOLUTE "${_flashmace_libstdcxx}")
+  message(STATUS "flashmace: ${CMAKE_CXX_COMPILER} has no shared libstdc++.so; linking libstdc++.so.6 by soname")
+  target_link_libraries(flashmace_torch INTERFACE -l:libstdc++.so.6)
+endif()
+
 # LibTorch built with CUDA (the PyPI wheel is, even on machines without a GPU): device code paths
 # such as allocator statistics compile in; they are used only when a GPU is present at run time.
 if(C10_CUDA_LIBRARY)
