@@ -101,14 +101,18 @@ def metadata_from_config(config, avg_num_neighbors=None, dtype="float64", proven
     if avg_num_neighbors is None:
         avg_num_neighbors = config["avg_num_neighbors"]
     heads = [str(h) for h in (config.get("heads") or ["Default"])]
-    if config.get("use_so3") or config.get("use_agnostic_product") or config.get("use_embedding_readout") \
-            or config.get("use_last_readout_only") or config.get("edge_irreps") is not None \
-            or config.get("embedding_specs") or config.get("cueq_config") is not None:
-        raise ValueError("the model uses MACE options flashmace does not implement (use_so3, agnostic product, "
-                         "edge_irreps, embedding readout or specs, or a cuEquivariance config: convert to e3nn first)")
+    unsupported = [k for k in ("use_so3", "use_embedding_readout", "use_last_readout_only") if config.get(k)]
+    if config.get("embedding_specs"):
+        unsupported.append("embedding_specs (total charge and spin embeddings)")
+    if config.get("cueq_config") is not None:
+        unsupported.append("a cuEquivariance config (convert the model to e3nn first)")
+    if unsupported:
+        raise ValueError("the model uses MACE options flashmace does not implement: " + ", ".join(unsupported))
     correlation = [int(c) for c in np.atleast_1d(config["correlation"])]
     if len(correlation) == 1:
         correlation = correlation * layers
+    edge_irreps = config.get("edge_irreps")
+    edge_irreps = None if edge_irreps is None or str(edge_irreps) in ("", "None") else str(edge_irreps)
     distance_transform = _name(config.get("distance_transform"))
     if distance_transform in ("None", ""):
         distance_transform = None
@@ -128,6 +132,9 @@ def metadata_from_config(config, avg_num_neighbors=None, dtype="float64", proven
         "max_ell": int(config["max_ell"]),
         "hidden_irreps": str(config["hidden_irreps"]),
         "MLP_irreps": str(config["MLP_irreps"]),
+        "edge_irreps": edge_irreps,
+        "use_edge_irreps_first": bool(config.get("use_edge_irreps_first", False)),
+        "use_agnostic_product": bool(config.get("use_agnostic_product", False)),
         "gate": _name(config.get("gate", "silu")),
         "num_interactions": layers,
         "correlation": correlation,

@@ -21,7 +21,7 @@ constexpr const char* kSymbols[] = {
 
 const std::vector<std::string> kInteractionClasses = {
     "RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionBlock", "RealAgnosticDensityInteractionBlock",
-    "RealAgnosticDensityResidualInteractionBlock"};
+    "RealAgnosticDensityResidualInteractionBlock", "RealAgnosticResidualNonLinearInteractionBlock"};
 
 using json = nlohmann::json;
 
@@ -55,6 +55,12 @@ std::string optional_string(const json& doc, const char* key, const std::string&
   return doc.at(key).get<std::string>();
 }
 
+bool optional_bool(const json& doc, const char* key, bool fallback, const std::string& where) {
+  if (!doc.contains(key) || doc.at(key).is_null()) return fallback;
+  if (!doc.at(key).is_boolean()) throw Error(where + "metadata '" + key + "' must be true or false");
+  return doc.at(key).get<bool>();
+}
+
 }  // namespace
 
 int MaceConfig::channels() const {
@@ -70,6 +76,31 @@ Irreps MaceConfig::layer_input(int t) const { return t == 0 ? Irreps::scalars(ch
 
 Irreps MaceConfig::layer_output(int t) const {
   return t < num_interactions - 1 ? hidden() : Irreps::scalars(channels());
+}
+
+Irreps MaceConfig::gate_input() const {
+  std::vector<MulIr> scalars, gates, gated;
+  const Irreps target = interaction_target();
+  for (const auto& b : target.blocks()) {
+    if (b.ir.l == 0) {
+      scalars.push_back(b);
+    } else {
+      gates.push_back({b.mul, Irrep{0, 1}});
+      gated.push_back(b);
+    }
+  }
+  scalars.insert(scalars.end(), gates.begin(), gates.end());
+  scalars.insert(scalars.end(), gated.begin(), gated.end());
+  return Irreps(scalars).simplify();
+}
+
+Irreps MaceConfig::layer_edge_irreps(int t) const {
+  if (edge_irreps.empty() || (t == 0 && !use_edge_irreps_first)) return layer_input(t);
+  const Irreps e = Irreps::parse(edge_irreps);
+  if (t > 0) return e;
+  for (const auto& b : e.blocks())
+    if (b.ir == Irrep{0, 1}) return Irreps::scalars(b.mul);
+  return Irreps::scalars(0);
 }
 
 int MaceConfig::element_index(int atomic_number) const {
@@ -114,11 +145,13 @@ MaceConfig parse_mace_config(const std::string& json_text, const std::string& wh
   if (!c.distance_transform.empty() && c.distance_transform != "Agnesi" && c.distance_transform != "Soft")
     throw Error(where + "unsupported distance_transform '" + c.distance_transform + "' (Agnesi, Soft or null)");
   c.pair_repulsion = required<bool>(doc, "pair_repulsion", where);
-  if (!required<bool>(doc, "apply_cutoff", where))
-    throw Error(where + "apply_cutoff = false is not supported (no published MACE model uses it)");
+  c.apply_cutoff = required<bool>(doc, "apply_cutoff", where);
   c.max_ell = required<int>(doc, "max_ell", where);
   c.hidden_irreps = required<std::string>(doc, "hidden_irreps", where);
   c.mlp_irreps = required<std::string>(doc, "MLP_irreps", where);
+  c.edge_irreps = optional_string(doc, "edge_irreps", "", where);
+  c.use_edge_irreps_first = optional_bool(doc, "use_edge_irreps_first", false, where);
+  c.use_agnostic_product = optional_bool(doc, "use_agnostic_product", false, where);
   c.gate = required<std::string>(doc, "gate", where);
   if (c.gate != "silu") throw Error(where + "unsupported gate '" + c.gate + "' (supported: silu)");
   c.num_interactions = required<int>(doc, "num_interactions", where);
@@ -167,6 +200,12 @@ MaceConfig parse_mace_config(const std::string& json_text, const std::string& wh
                   "' unsupported: need natural parity (0e, 1o, 2e, ...) and equal multiplicities");
   }
   Irreps::parse(c.mlp_irreps);
+  if (!c.edge_irreps.empty()) {
+    const Irreps e = Irreps::parse(c.edge_irreps);
+    if (c.use_edge_irreps_first && c.layer_edge_irreps(0).dim() == 0)
+      throw Error(where + "edge irreps '" + c.edge_irreps + "' have no 0e block for the first layer");
+    if (e.dim() == 0) throw Error(where + "edge irreps '" + c.edge_irreps + "' are empty");
+  }
   return c;
 }
 
@@ -182,10 +221,13 @@ std::string mace_config_to_json(const MaceConfig& c) {
               {"radial_type", c.radial_type},
               {"distance_transform", c.distance_transform.empty() ? json(nullptr) : json(c.distance_transform)},
               {"pair_repulsion", c.pair_repulsion},
-              {"apply_cutoff", true},
+              {"apply_cutoff", c.apply_cutoff},
               {"max_ell", c.max_ell},
               {"hidden_irreps", c.hidden_irreps},
               {"MLP_irreps", c.mlp_irreps},
+              {"edge_irreps", c.edge_irreps.empty() ? json(nullptr) : json(c.edge_irreps)},
+              {"use_edge_irreps_first", c.use_edge_irreps_first},
+              {"use_agnostic_product", c.use_agnostic_product},
               {"gate", c.gate},
               {"num_interactions", c.num_interactions},
               {"correlation", c.correlation},

@@ -21,9 +21,18 @@ struct MaceConfig {
   std::string radial_type = "bessel";
   std::string distance_transform;  // "" (none), "Agnesi" or "Soft"
   bool pair_repulsion = false;
+  // false: the radial features carry no envelope; the interactions multiply their radial-MLP
+  // outputs (tp weights, edge densities) by it instead (mace_spec.md 3.3; MACE-MH-1, OMOL).
+  bool apply_cutoff = true;
   int max_ell = 0;
   std::string hidden_irreps;
   std::string mlp_irreps;
+  // The irreps the conv TP runs on (linear_up's output); "" = each layer's input irreps. The first
+  // layer uses them only with use_edge_irreps_first, and then only their scalars.
+  std::string edge_irreps;
+  bool use_edge_irreps_first = false;
+  // One symmetric-contraction weight set for every element (weights [1, paths, C]).
+  bool use_agnostic_product = false;
   std::string gate = "silu";
   int num_interactions = 0;
   std::vector<int> correlation;  // one per interaction
@@ -50,9 +59,17 @@ struct MaceConfig {
   Irreps interaction_target() const;  // (sh * C).sort().simplify()
   Irreps layer_input(int t) const;    // node features entering interaction t
   Irreps layer_output(int t) const;   // hidden irreps out of product t
+  Irreps layer_edge_irreps(int t) const;  // the conv TP's input irreps in interaction t
+  // The gate's input in a NonLinear block: the target's scalars, one gate scalar per channel of
+  // each l > 0 block (in block order), then those blocks, simplified (e3nn Gate.irreps_in).
+  Irreps gate_input() const;
   const std::string& interaction_class(int t) const { return t == 0 ? interaction_cls_first : interaction_cls; }
   bool residual(int t) const { return interaction_class(t).find("Residual") != std::string::npos; }
   bool density(int t) const { return interaction_class(t).find("Density") != std::string::npos; }
+  // RealAgnosticResidualNonLinearInteractionBlock: LayerNorm radial MLPs on (distance, sender and
+  // receiver species), a learned density normalisation and a gate (docs/model-format.md).
+  bool nonlinear(int t) const { return interaction_class(t).find("NonLinear") != std::string::npos; }
+  int sc_elements() const { return use_agnostic_product ? 1 : num_elements(); }
   int element_index(int atomic_number) const;  // -1 if the model does not know the element
   int num_heads() const { return static_cast<int>(heads.size()); }
   // The head used when none is named, as mace-torch's calculator chooses it: the only head, else

@@ -20,7 +20,12 @@ inline std::string pair_repulsion(const std::string& name) { return "pair_repuls
 inline std::string interaction(int t, const std::string& name) {
   return "interactions." + std::to_string(t) + "." + name;
 }
-// Layer k of interaction t's radial MLP.
+// Module k of a torch.nn.Sequential MLP of interaction t (NonLinear blocks: mlp "conv_tp_weights"
+// or "density_fn"; k counts Linear, LayerNorm and SiLU modules), tensor "weight" or "bias".
+inline std::string interaction_mlp(int t, const std::string& mlp, std::size_t k, const std::string& tensor) {
+  return interaction(t, mlp + ".net." + std::to_string(k) + "." + tensor);
+}
+// Layer k of interaction t's radial MLP (e3nn FullyConnectedNet).
 inline std::string radial_mlp_layer(int t, std::size_t k) {
   return interaction(t, "conv_tp_weights.layer" + std::to_string(k) + ".weight");
 }

@@ -59,18 +59,43 @@ std::map<std::string, ExpectedTensor> expected_tensors(const MaceConfig& c) {
     e[n::pair_repulsion("a_prefactor")] = {{}};
   }
   for (int t = 0; t < c.num_interactions; ++t) {
-    const Irreps in = c.layer_input(t), out = c.layer_output(t);
-    const ConvTPLayout tp = conv_tp_layout(in, sh, target);
-    e[n::interaction(t, "linear_up.weight")] = {{linear_numel(in, in)}};
+    const Irreps in = c.layer_input(t), out = c.layer_output(t), edge = c.layer_edge_irreps(t);
+    const ConvTPLayout tp = conv_tp_layout(edge, sh, target);
+    e[n::interaction(t, "linear_up.weight")] = {{linear_numel(in, edge)}};
     std::vector<int64_t> widths = {nb};
     for (int w : c.radial_mlp) widths.push_back(w);
     widths.push_back(tp.weight_numel);
-    for (std::size_t k = 0; k + 1 < widths.size(); ++k)
-      e[n::radial_mlp_layer(t, k)] = {{widths[k], widths[k + 1]}};
-    e[n::interaction(t, "linear.weight")] = {{linear_numel(tp.mid, target)}};
-    e[n::interaction(t, "skip_tp.weight")] = {
-        {c.residual(t) ? linear_numel(in, out) * Z : linear_numel(target, target) * Z}};
-    if (c.density(t)) e[n::interaction(t, "density_fn.layer0.weight")] = {{nb, 1}};
+    if (c.nonlinear(t)) {
+      // torch.nn Linear [out, in] + bias, then LayerNorm (weight, bias) on every hidden layer; the
+      // input is the radial features beside the sender's and the receiver's species embedding.
+      widths.front() = nb + 2 * C;
+      for (std::size_t k = 0; k + 1 < widths.size(); ++k) {
+        e[n::interaction_mlp(t, "conv_tp_weights", 3 * k, "weight")] = {{widths[k + 1], widths[k]}};
+        e[n::interaction_mlp(t, "conv_tp_weights", 3 * k, "bias")] = {{widths[k + 1]}};
+        if (k + 2 < widths.size())
+          for (const char* w : {"weight", "bias"}) e[n::interaction_mlp(t, "conv_tp_weights", 3 * k + 1, w)] = {{widths[k + 1]}};
+      }
+      e[n::interaction_mlp(t, "density_fn", 0, "weight")] = {{-1, nb + 2 * C}};
+      e[n::interaction_mlp(t, "density_fn", 0, "bias")] = {{-1}};
+      e[n::interaction_mlp(t, "density_fn", 1, "weight")] = {{-1}};
+      e[n::interaction_mlp(t, "density_fn", 1, "bias")] = {{-1}};
+      e[n::interaction_mlp(t, "density_fn", 3, "weight")] = {{1, -1}};
+      e[n::interaction_mlp(t, "density_fn", 3, "bias")] = {{1}};
+      for (const char* w : {"source_embedding.weight", "target_embedding.weight"}) e[n::interaction(t, w)] = {{Z * C}};
+      const Irreps gate = c.gate_input();
+      e[n::interaction(t, "linear_res.weight")] = {{linear_numel(edge, gate)}};
+      e[n::interaction(t, "linear_1.weight")] = {{linear_numel(tp.mid, gate)}};
+      e[n::interaction(t, "linear_2.weight")] = {{linear_numel(target, target)}};
+      e[n::interaction(t, "skip_tp.weight")] = {{linear_numel(in, out)}};
+      for (const char* w : {"alpha", "beta"}) e[n::interaction(t, w)] = {{}};
+    } else {
+      for (std::size_t k = 0; k + 1 < widths.size(); ++k)
+        e[n::radial_mlp_layer(t, k)] = {{widths[k], widths[k + 1]}};
+      e[n::interaction(t, "linear.weight")] = {{linear_numel(tp.mid, target)}};
+      e[n::interaction(t, "skip_tp.weight")] = {
+          {c.residual(t) ? linear_numel(in, out) * Z : linear_numel(target, target) * Z}};
+      if (c.density(t)) e[n::interaction(t, "density_fn.layer0.weight")] = {{nb, 1}};
+    }
 
     const int nu_max = c.correlation[t];
     for (std::size_t o = 0; o < out.size(); ++o) {
@@ -81,7 +106,7 @@ std::map<std::string, ExpectedTensor> expected_tensors(const MaceConfig& c) {
         for (int i = 0; i < nu; ++i) shape.push_back(K);
         shape.push_back(-1);
         e[n::sc_coupling(t, o, nu)] = {shape};
-        e[n::sc_weights(t, o, nu, nu_max)] = {{Z, -1, C}};
+        e[n::sc_weights(t, o, nu, nu_max)] = {{c.sc_elements(), -1, C}};
       }
     }
     e[n::product(t, "linear.weight")] = {{linear_numel(out, out)}};

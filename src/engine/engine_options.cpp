@@ -169,7 +169,10 @@ void validate(const EngineOptions& o, const std::string& model_dtype) {
 }
 
 double default_memory_budget(const std::string& device, int sharers) {
-  const double whole = device == "cpu" ? 1024.0 * 1024.0 * 1024.0 : 0.75 * static_cast<double>(free_device_memory(device));
+  const double free = static_cast<double>(free_device_memory(device));
+  // On the CPU half of the available memory (the rest for LAMMPS, the OS and other jobs); 1 GiB when
+  // the system does not say. A budget that forces recomputation costs ~1.2x per step.
+  const double whole = device == "cpu" ? (free > 0 ? 0.5 * free : 1024.0 * 1024.0 * 1024.0) : 0.75 * free;
   return whole / std::max(1, sharers);
 }
 

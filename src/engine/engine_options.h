@@ -25,7 +25,7 @@ struct EngineOptions {
   int64_t edge_chunk = 0;     // edges per chunk; 0 = chosen by the memory planner
   int64_t atom_chunk = 0;     // atoms per node-stage chunk; 0 = planner
   double memory_bytes = 0;    // working-memory budget; 0 = default (default_memory_budget)
-  int device_sharers = 1;     // processes that share the device: they split its default budget
+  int device_sharers = 1;     // processes that share the device (or the node's memory, on the CPU): they split its default budget
   ScExecutorKind sc = ScExecutorKind::Auto;  // symmetric-contraction executor
   bool tf32 = false;          // float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores
   bool reassociate = true;    // the first interaction per sender species (ops/first_layer.h)
@@ -65,9 +65,10 @@ void validate(const EngineOptions& options, const std::string& model_dtype);
 // The dtype an evaluation runs in: "float64" or "float32" (the model's when FromModel).
 std::string resolved_dtype(const EngineOptions& options, const std::string& model_dtype);
 
-// The default working-memory budget: 1 GiB on the CPU; on a GPU three quarters of the free device
-// memory when the evaluator is made, divided among the processes that share the device (the
-// planner's estimates run 20-75 % above the measured peaks, bench/RESULTS.md).
+// The default working-memory budget: on the CPU half of the available system memory, on a GPU three
+// quarters of the free device memory, when the evaluator is made, divided among the processes that
+// share the device (a node's ranks on the CPU; the planner's estimates run 20-75 % above the
+// measured peaks, bench/RESULTS.md).
 double default_memory_budget(const std::string& device, int sharers = 1);
 
 }  // namespace flashmace

@@ -115,17 +115,20 @@ void PairMACEFlash::coeff(int narg, char** arg) {
 
 // "cuda" means one GPU per rank: the node-local rank modulo the GPUs this process sees (ranks of one
 // node share a GPU only when there are more ranks than GPUs). "cuda:N" is taken as given. Either way
-// the ranks of a node that land on the same GPU are counted: they split its default memory budget.
-// (Collective on world for any cuda device: every rank takes part, also one that sees no GPU.)
+// the ranks of a node that land on the same GPU are counted: they split its default memory budget,
+// as a node's CPU ranks split its memory. (Collective on world: every rank takes part.)
 PairMACEFlash::PlacedDevice PairMACEFlash::place_device() const {
   const std::string& device = options_.device;
-  if (device.rfind("cuda", 0) != 0) return {device, 1};
-  const int gpus = flashmace::cuda_device_count();
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
   int local_rank = 0, local_size = 1;
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
+  if (device.rfind("cuda", 0) != 0) {  // CPU ranks of a node share its memory
+    MPI_Comm_free(&node);
+    return {device, local_size};
+  }
+  const int gpus = flashmace::cuda_device_count();
   PlacedDevice placed{device, 1};
   if (device == "cuda") {
     // More ranks on a node than GPUs share them round-robin: said, never silent (device cuda:N asks
@@ -188,7 +191,7 @@ void PairMACEFlash::load_model() {
     file_heads = file.config().heads;
     flashmace::EngineOptions o = options_;
     o.device = device;
-    // Ranks sharing a GPU split its default budget (each would otherwise plan for half of it).
+    // Ranks sharing a GPU (or a node's memory) split its default budget.
     o.device_sharers = placed.sharers;
     // A line the engine repeats (a CUDA graph captured again for the same sizes, when the energy or
     // per-atom requests change on a thermo step) is logged once: it would split LAMMPS's thermo

@@ -174,4 +174,20 @@ at::Tensor radial_mlp(const at::Tensor& x, const std::vector<at::Tensor>& layers
   return h;
 }
 
+at::Tensor gate(const at::Tensor& x, const Irreps& out) {
+  const int64_t n = x.size(0);
+  int64_t scalars = 0, gates = 0;
+  for (const auto& b : out.blocks()) (b.ir.l == 0 ? scalars : gates) += b.mul;
+  std::vector<at::Tensor> blocks = {normalized_silu(x.narrow(1, 0, scalars)).reshape({n, scalars, 1})};
+  int64_t gate_offset = scalars, offset = scalars + gates;
+  for (const auto& b : out.blocks()) {
+    if (b.ir.l == 0) continue;
+    const at::Tensor g = kSigmoidNormalization * at::sigmoid(x.narrow(1, gate_offset, b.mul));
+    blocks.push_back(x.narrow(1, offset, b.dim()).reshape({n, b.mul, b.ir.dim()}) * g.unsqueeze(2));
+    gate_offset += b.mul;
+    offset += b.dim();
+  }
+  return join_blocks(blocks, n);
+}
+
 }  // namespace flashmace

@@ -33,6 +33,12 @@ at::Tensor element_linear_transpose(const at::Tensor& g, const at::Tensor& speci
 at::Tensor conv_tensor_product(const at::Tensor& x1, const at::Tensor& sh, const at::Tensor& weights, const Irreps& in1,
                                const Irreps& sh_irreps, const ConvTPLayout& layout, const std::vector<at::Tensor>& w3j);
 
+// e3nn Gate (docs/model-format.md, "NonLinear blocks") on x laid out as Gate.irreps_in (the
+// scalars, one gate per channel of each l > 0 block of `out`, those blocks): normalised silu of the
+// scalars, each gated block times the normalised sigmoid of its gates. Returns [N, dim(out)].
+constexpr double kSigmoidNormalization = 1.8467055342154763;  // e3nn normalize2mom(sigmoid)
+at::Tensor gate(const at::Tensor& x, const Irreps& out);
+
 // e3nn FullyConnectedNet without biases: silu-normalised hidden layers, linear last (spec 3.4).
 at::Tensor radial_mlp(const at::Tensor& x, const std::vector<at::Tensor>& layers);
 

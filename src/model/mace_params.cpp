@@ -1,5 +1,7 @@
 #include "model/mace_params.h"
 
+#include <cmath>
+
 #include "core/mace_tensor_names.h"
 #include "core/wigner3j.h"
 
@@ -31,6 +33,21 @@ at::ScalarType scalar_type_of(DType d) {
       return at::kBFloat16;
   }
   return at::kDouble;
+}
+
+NormedMLP normed_mlp(const ModelFile& file, int t, const std::string& name, const at::TensorOptions& f) {
+  namespace n = mace_tensors;
+  NormedMLP mlp;
+  // Modules come in threes (Linear, LayerNorm, SiLU); the last Linear has no LayerNorm after it.
+  for (std::size_t k = 0; file.has(n::interaction_mlp(t, name, 3 * k, "weight")); ++k) {
+    mlp.weight.push_back(tensor_from_file(file, n::interaction_mlp(t, name, 3 * k, "weight"), f));
+    mlp.bias.push_back(tensor_from_file(file, n::interaction_mlp(t, name, 3 * k, "bias"), f));
+    if (file.has(n::interaction_mlp(t, name, 3 * k + 1, "weight"))) {
+      mlp.norm_weight.push_back(tensor_from_file(file, n::interaction_mlp(t, name, 3 * k + 1, "weight"), f));
+      mlp.norm_bias.push_back(tensor_from_file(file, n::interaction_mlp(t, name, 3 * k + 1, "bias"), f));
+    }
+  }
+  return mlp;
 }
 
 }  // namespace
@@ -88,22 +105,38 @@ MaceParams MaceParams::load(const ModelFile& file, at::ScalarType dtype, at::Dev
     L.in = c.layer_input(t);
     L.out = c.layer_output(t);
     L.target = target;
-    L.tp = conv_tp_layout(L.in, m.sh, target);
+    L.edge = c.layer_edge_irreps(t);
+    L.tp = conv_tp_layout(L.edge, m.sh, target);
     for (const auto& p : L.tp.paths) {
-      const int l1 = L.in[p.i1].ir.l, l2 = m.sh[p.i2].ir.l, l3 = L.tp.mid[p.k].ir.l;
+      const int l1 = L.edge[p.i1].ir.l, l2 = m.sh[p.i2].ir.l, l3 = L.tp.mid[p.k].ir.l;
       L.tp_w3j.push_back(at::tensor(wigner_3j(l1, l2, l3), at::TensorOptions().dtype(at::kDouble))
                              .reshape({2 * l1 + 1, 2 * l2 + 1, 2 * l3 + 1})
                              .to(f));
     }
     L.residual = c.residual(t);
     L.density = c.density(t);
+    L.nonlinear = c.nonlinear(t);
     L.avg_num_neighbors = c.avg_num_neighbors[t];
     L.linear_up = tensor_from_file(file, n::interaction(t, "linear_up.weight"), f);
-    L.linear = tensor_from_file(file, n::interaction(t, "linear.weight"), f);
     L.skip_tp = tensor_from_file(file, n::interaction(t, "skip_tp.weight"), f);
-    if (L.density) L.density_weight = tensor_from_file(file, n::interaction(t, "density_fn.layer0.weight"), f);
-    for (std::size_t k = 0; k <= c.radial_mlp.size(); ++k)
-      L.radial_layers.push_back(tensor_from_file(file, n::radial_mlp_layer(t, k), f));
+    if (L.nonlinear) {
+      L.gate = c.gate_input();
+      const double inv_sqrt_z = 1.0 / std::sqrt(static_cast<double>(Z));
+      L.source_embedding = tensor_from_file(file, n::interaction(t, "source_embedding.weight"), f).reshape({Z, C}) * inv_sqrt_z;
+      L.target_embedding = tensor_from_file(file, n::interaction(t, "target_embedding.weight"), f).reshape({Z, C}) * inv_sqrt_z;
+      L.radial_net = normed_mlp(file, t, "conv_tp_weights", f);
+      L.density_net = normed_mlp(file, t, "density_fn", f);
+      L.linear = tensor_from_file(file, n::interaction(t, "linear_1.weight"), f);
+      L.linear_res = tensor_from_file(file, n::interaction(t, "linear_res.weight"), f);
+      L.linear_2 = tensor_from_file(file, n::interaction(t, "linear_2.weight"), f);
+      L.alpha = tensor_from_file(file, n::interaction(t, "alpha"), f).reshape({});
+      L.beta = tensor_from_file(file, n::interaction(t, "beta"), f).reshape({});
+    } else {
+      L.linear = tensor_from_file(file, n::interaction(t, "linear.weight"), f);
+      if (L.density) L.density_weight = tensor_from_file(file, n::interaction(t, "density_fn.layer0.weight"), f);
+      for (std::size_t k = 0; k <= c.radial_mlp.size(); ++k)
+        L.radial_layers.push_back(tensor_from_file(file, n::radial_mlp_layer(t, k), f));
+    }
     const int nu_max = c.correlation[t];
     for (std::size_t o = 0; o < L.out.size(); ++o) {
       ContractionWeights cw;

@@ -13,8 +13,16 @@
 
 namespace flashmace {
 
+// A torch.nn.Sequential of Linear (with bias) -> LayerNorm -> SiLU, ..., Linear (mace-torch's
+// RadialMLP, used by NonLinear blocks).
+struct NormedMLP {
+  std::vector<at::Tensor> weight, bias;            // Linear k: [out, in], [out]
+  std::vector<at::Tensor> norm_weight, norm_bias;  // LayerNorm after Linear k (all but the last)
+};
+
 struct InteractionParams {
   Irreps in, out, target;  // node features in, hidden irreps out of the product, message irreps
+  Irreps edge;             // the conv TP's input irreps (linear_up's output)
   ConvTPLayout tp;
   std::vector<at::Tensor> tp_w3j;  // one per tp path
   bool residual = false;
@@ -25,6 +33,12 @@ struct InteractionParams {
   std::vector<ContractionWeights> contractions;  // one per block of `out`
   at::Tensor product_linear;
   std::vector<at::Tensor> readout;  // [w] (linear) or [w1, w2] (non-linear, last layer)
+  // NonLinear blocks (docs/model-format.md): skip_tp is then a plain linear, `linear` is linear_1.
+  bool nonlinear = false;
+  Irreps gate;                                      // the gate's input irreps
+  at::Tensor source_embedding, target_embedding;    // [Z, C], e3nn's 1/sqrt(Z) included
+  NormedMLP radial_net, density_net;
+  at::Tensor linear_res, linear_2, alpha, beta;
 };
 
 struct MaceParams {

@@ -267,3 +267,114 @@ def test_random_model_matches_official_mace(tmp_path, k):
                 f"{label} (float32): energy {got32['energy']!r} vs MACE float64 {e_ref!r}"
     if hp["pair_repulsion"]:  # the comparison must exercise the ZBL term, not only switch it on
         assert pair_energy > 1e-3, f"{where}: the structures never reach the ZBL range (test design)"
+
+
+# The newer architecture (MACE-MH-1, OMOL): RealAgnosticResidualNonLinearInteractionBlock, conv TPs on
+# edge irreps narrower than the hidden irreps, one symmetric-contraction weight set for all elements,
+# the envelope applied inside the interactions. These options also combine with the older blocks
+# (the last cases). Options per case: (blocks, edge irreps "channels x (0e+1o)" or None, use them in
+# the first layer, agnostic product, apply_cutoff).
+NONLINEAR = "RealAgnosticResidualNonLinearInteractionBlock"
+NONLINEAR_CASES = [
+    ((NONLINEAR, NONLINEAR), 4, True, True, False),   # MH-1's options
+    ((NONLINEAR, NONLINEAR), 6, False, False, False),
+    ((NONLINEAR, NONLINEAR), None, False, True, True),
+    ((NONLINEAR, NONLINEAR), None, False, False, False),
+    ((NONLINEAR, NONLINEAR), 8, True, False, True),
+    ((NONLINEAR, NONLINEAR), 4, False, True, False),
+    (BLOCKS[0], 4, True, True, False),
+    (BLOCKS[1], None, False, False, False),
+    (BLOCKS[2], 6, False, True, False),
+]
+
+
+def draw_nonlinear_model(j, rng):
+    (first, rest), edge_channels, edge_first, agnostic, apply_cutoff = NONLINEAR_CASES[j]
+    layers = int(rng.integers(2, 4))
+    channels = int(rng.choice([4, 8, 12]))
+    max_L = int(rng.integers(1, 3))
+    hidden = "+".join(f"{channels}x{l}{'e' if l % 2 == 0 else 'o'}" for l in range(max_L + 1))
+    # light elements: ZBL between heavy nuclei 0.8 A apart gives forces of 1e4 eV/A, where 1e-10
+    # absolute is below float64 round-off
+    zs = sorted(int(z) for z in rng.choice(np.arange(1, 31), size=int(rng.integers(2, 5)), replace=False))
+    r_max = float(rng.uniform(3.5, 6.0))
+    neighbours = 4 / 3 * np.pi * r_max**3 / ATOM_VOLUME
+    hp = dict(
+        r_max=r_max, num_bessel=int(rng.integers(4, 11)), num_polynomial_cutoff=int(rng.integers(3, 7)),
+        max_ell=int(rng.integers(2, 4)), interaction_cls=modules.interaction_classes[rest],
+        interaction_cls_first=modules.interaction_classes[first], num_interactions=layers, num_elements=len(zs),
+        hidden_irreps=o3.Irreps(hidden), MLP_irreps=o3.Irreps(f"{int(rng.choice([4, 8]))}x0e"),
+        atomic_energies=rng.uniform(-5, 0, len(zs)), avg_num_neighbors=float(neighbours * rng.uniform(0.3, 1.5)),
+        atomic_numbers=zs, correlation=int(rng.integers(1, 4)), gate=torch.nn.functional.silu,
+        radial_MLP=[int(rng.choice([8, 16])) for _ in range(rng.integers(1, 4))],
+        atomic_inter_scale=float(rng.uniform(0.5, 2.0)), atomic_inter_shift=float(rng.uniform(-1, 1)),
+        pair_repulsion=bool(j % 2), distance_transform=TRANSFORMS[j % 3], apply_cutoff=apply_cutoff,
+        use_agnostic_product=agnostic, use_edge_irreps_first=edge_first,
+        edge_irreps=o3.Irreps(f"{edge_channels}x0e+{edge_channels}x1o") if edge_channels else None)
+    if layers == 3 and hp["correlation"] == 3:  # (3^3-fold powers of the embedding: energies of 1e20)
+        hp["correlation"] = 2
+    torch.manual_seed(int(rng.integers(0, 2**31)))
+    model = modules.ScaleShiftMACE(**hp)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 1.0)
+        for block in model.interactions:
+            if hasattr(block, "alpha"):
+                # density normalisation alpha + beta * density with density >= 0: keep it away from 0
+                block.alpha.fill_(float(rng.uniform(2.0, 4.0)))
+                block.beta.fill_(float(rng.uniform(0.5, 1.5)))
+                # torch.nn.Linear does not normalise by its fan-in as e3nn's layers do: N(0, 1/fan_in),
+                # or the messages grow by sqrt(64) per layer and the energies reach 1e20
+                for mlp in (block.conv_tp_weights, block.density_fn):
+                    for layer in mlp.net:
+                        if isinstance(layer, torch.nn.Linear):
+                            layer.weight.mul_(layer.in_features ** -0.5)
+            elif not hasattr(block, "density_fn"):
+                block.conv_tp_weights.layer0.weight.mul_(3.0)
+        # No avg_num_neighbors division keeps features O(1) here, and a correlation-3 product cubes
+        # them in every layer: smaller product weights keep 3-layer models below ~1e3 eV/A.
+        for product in model.products:
+            for name, p in product.named_parameters():
+                if "symmetric_contractions" in name:
+                    p.mul_(0.3)
+    model.eval()
+    return model, hp
+
+
+@pytest.mark.parametrize("j", range(len(NONLINEAR_CASES)), ids=lambda j: f"nonlinear_{j}")
+def test_nonlinear_architecture_matches_official_mace(tmp_path, j):
+    seed = 2000 + j
+    rng = np.random.default_rng(seed)
+    torch.set_default_dtype(torch.float64)
+    model, hp = draw_nonlinear_model(j, rng)
+    model_path = tmp_path / "model.safetensors"
+    meta = export_mace.export_model(model, model_path)
+    assert meta["apply_cutoff"] == hp["apply_cutoff"] and meta["use_agnostic_product"] == hp["use_agnostic_product"]
+    where = (f"seed {seed}: {hp['interaction_cls_first'].__name__}/{hp['interaction_cls'].__name__}, "
+             f"edge irreps {hp['edge_irreps']} (first layer: {hp['use_edge_irreps_first']}), agnostic product "
+             f"{hp['use_agnostic_product']}, apply_cutoff {hp['apply_cutoff']}, transform {hp['distance_transform']}, "
+             f"ZBL {hp['pair_repulsion']}, hidden {hp['hidden_irreps']}, max_ell {hp['max_ell']}, correlation "
+             f"{hp['correlation']}, {hp['num_interactions']} layers, Z {hp['atomic_numbers']}, r_max {hp['r_max']:.3f}")
+    for kind in ("periodic", "cluster", "slab"):
+        atoms, written_cell = draw_structure(rng, hp["atomic_numbers"], kind)
+        ref = mace_outputs(model, atoms, hp["r_max"], hp["atomic_numbers"])
+        xyz = tmp_path / f"{kind}.xyz"
+        write_xyz(xyz, atoms, written_cell)
+        label = f"{where}; {kind} of {len(atoms)} atoms, {ref['edges']} edges"
+        got = flashmace(model_path, xyz, "float64", label)
+        e_ref = float(ref["energy"][0])
+        assert abs(got["energy"] - e_ref) <= 1e-12 * abs(e_ref), f"{label}: energy {got['energy']!r} vs MACE {e_ref!r}"
+        np.testing.assert_allclose(got["node_energy"], ref["node_energy"], rtol=0, atol=1e-10,
+                                   err_msg=label + ": node energies")
+        np.testing.assert_allclose(got["forces"], ref["forces"], rtol=0, atol=1e-10, err_msg=label + ": forces")
+        if atoms.pbc.all():
+            np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=label + ": stress")
+        elif atoms.pbc.any():
+            volume = abs(np.linalg.det(atoms.cell.array))
+            np.testing.assert_allclose(np.array(got["stress"]) * volume, ref["stress"] * ref["stress_volume"],
+                                       rtol=0, atol=1e-10 * volume, err_msg=label + ": slab virial")
+        assert 1e-3 < np.abs(ref["forces"]).max() < 1e3, f"{label}: MACE forces {np.abs(ref['forces']).max()} (test design)"
+    # The fast path refuses these models by name instead of computing something else.
+    proc = subprocess.run([EVAL, "--model", str(model_path), "--xyz", str(xyz), "--path", "fast"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "path reference" in proc.stderr, f"{where}: fast path: {proc.stderr}"

@@ -3,6 +3,7 @@ it reports are internally consistent (structure size, edge count, throughput, br
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -74,3 +75,24 @@ def test_skin_mode_times_steps_on_a_list_with_its_skin(tmp_path):
     assert 52 * 32 <= r["listed_pairs"] <= 56 * 32 and r["listed_pairs"] > r["edges"]
     assert r["skin_ms_per_step"] > 0 and r["skin_list_build_step_ms"] > 0
     assert "MD steps on a skin list" in stdout
+
+
+def test_architectures_script_tables_each_preset(tmp_path):
+    """bench/architectures.py: a model per preset (its elements only), flashmace-bench per size, one
+    row each with the engine's own numbers; a reference-only preset runs on the reference path."""
+    script = os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench", "architectures.py")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, script,
+                           "--bench", BENCH, "--presets", "mp0b-small,off23-small", "--atoms", "32",
+                           "--device", "cpu", "--dtype", "float64", "--steps", "1",
+                           "--models", str(tmp_path / "models"), "--out", str(out)],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = json.loads((out / "architectures.json").read_text())
+    assert [(r["preset"], r["atoms"]) for r in records] == [("mp0b-small", 32), ("off23-small", 32)]
+    for r in records:
+        with open(tmp_path / "out" / f"{r['preset']}-32.json") as f:
+            assert json.load(f)["result"] == r["result"]
+        assert r["result"]["atoms"] == 32 and r["result"]["ms_per_step"] > 0 and np.isfinite(r["result"]["energy"])
+    table = (out / "architectures.md").read_text()
+    assert "| mp0b-small | 128x0e | 32 |" in table and "| off23-small | 96x0e | 32 |" in table

@@ -10,7 +10,7 @@ const char* const kEngineFlagsUsage =
     "  --dtype float32|float64  --device cpu|cuda|cuda:N\n"
     "  --head NAME                      a multi-head model's head (default: its default head)\n"
     "  --edge-chunk N  --atom-chunk N   fast path: force chunk sizes (default: the memory planner's)\n"
-    "  --memory GB                      fast path: working-memory budget (default: 1 GiB on CPU, 3/4 of the free GPU memory)\n"
+    "  --memory GB                      fast path: working-memory budget (default: 1/2 of the free memory on CPU, 3/4 on a GPU)\n"
     "  --sc auto|specialized|generic    fast path: symmetric-contraction executor (default auto)\n"
     "  --tf32                           fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores\n"
     "  --no-reassociate                 fast path: the first interaction per edge, not per sender species\n"
