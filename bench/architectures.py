@@ -56,7 +56,7 @@ def main(argv=None):
     parser.add_argument("--atoms", default="4000,62500")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--presets", default=",".join(p for p in make_random_model.PRESETS if p != "tiny-cuni"))
+    parser.add_argument("--presets", default=",".join(p for p in make_random_model.PRESETS if not p.startswith("tiny-")))
     parser.add_argument("--models", default="architecture-models")
     parser.add_argument("--out", default="architectures-out")
     parser.add_argument("--steps", type=int, default=5)

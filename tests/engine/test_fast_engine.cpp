@@ -12,6 +12,7 @@
 #include "core/local_graph.h"
 #include "core/model_file.h"
 #include "engine/host_evaluation.h"
+#include "engine/ops/edge_geometry_op.h"
 #include "engine/step/memory_plan.h"
 #include "test_support.h"
 
@@ -298,6 +299,42 @@ TEST(FastEngine, SingleElementSystemEqualsReference) {
     EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << model;
     EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << model;
   }
+}
+
+// MACE-MP-0b and later (Density blocks, Agnesi transform, ZBL): the fused per-edge geometry runs the
+// transform, equal to edge_terms.h's ATen formulation forward and backward, and the engine equals
+// the reference path on a compressed lattice (pairs inside the ZBL range).
+TEST(FastEngine, AgnesiModelRunsTheFusedGeometryAndEqualsReference) {
+  const std::string path = std::string(FLASHMACE_SOURCE_DIR) + "/potentials/testing/tiny-cuni-agnesi-random.safetensors";
+  const ModelFile file = ModelFile::load(path);
+  ASSERT_EQ(file.config().distance_transform, "Agnesi");
+  const MaceParams m = MaceParams::load(file, at::kDouble, at::kCPU);
+  const EdgeGeometryOp op(m);
+  ASSERT_TRUE(op.fused());
+  const int64_t E = 257;
+  const at::Generator gen = at::detail::createCPUGenerator(11);
+  const at::Tensor u = at::randn({E, 3}, gen, at::kDouble);
+  const at::Tensor v = u / at::linalg_vector_norm(u, 2, {1}, true) * at::empty({E, 1}, at::kDouble).uniform_(0.5, 4.6, gen);
+  const at::Tensor zs = at::randint(28, 30, {E}, gen, at::kLong), zr = at::randint(28, 30, {E}, gen, at::kLong);
+  const EdgeGeometry fused = op.forward(v, zs, zr), aten = edge_geometry(m, v, zs, zr);
+  EXPECT_LE(at::max(at::abs(fused.sh - aten.sh)).item<double>(), 1e-14);
+  EXPECT_LE(at::max(at::abs(fused.ef - aten.ef)).item<double>(), 1e-13);  // (pow in another order)
+  const at::Tensor gsh = at::randn_like(aten.sh), gef = at::randn_like(aten.ef);
+  const at::Tensor dv_fused = op.vjp(fused, gsh, gef), dv_aten = edge_geometry_vjp(m, aten, gsh, gef);
+  EXPECT_LE(at::max(at::abs(dv_fused - dv_aten)).item<double>(), 1e-12);
+  EXPECT_GT(at::max(at::abs(dv_aten)).item<double>(), 1e-3);  // (the comparison is not of zeros)
+
+  EngineOptions o;
+  o.dtype = Dtype::Float64;
+  set_engine_option(o, "path", "reference");
+  const auto reference = make_evaluator(file, o);
+  set_engine_option(o, "path", "fast");
+  const auto fast = make_evaluator(file, o);
+  const Structure s = make_cubic_lattice("fcc", 3.0, 2, {28, 29}, 0.15, 5);
+  const Prediction want = evaluate_structure(*reference, s), got = evaluate_structure(*fast, s);
+  EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol);
+  EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol);
+  EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol);
 }
 
 }  // namespace

@@ -48,23 +48,46 @@ FLASHMACE_GEOMETRY_HD void geometry_envelope(const GeometryTables<T>& t, T r, T*
   *slope = inside ? (-c1 * p * xp1 + c2 * (p + 1) * xp - c3 * (p + 2) * xp * x) / rm : T(0);
 }
 
-// Y [dim_sh] and ef [n_basis] of the edge with vector v.
+// The distance the Bessel basis sees and its r-derivative: r itself, or its Agnesi transform
+// 1 / (1 + a x^q / (1 + x^(q-p))), x = r / (half the pair's covalent-radius sum) (mace_spec.md 3.3).
 template <typename T>
-FLASHMACE_GEOMETRY_HD void geometry_forward_edge(const GeometryTables<T>& t, const T* v, T* Y, T* ef) {
+FLASHMACE_GEOMETRY_HD T geometry_basis_distance(const GeometryTables<T>& t, T r, int64_t zs, int64_t zr, T* slope) {
+  using std::pow;
+  if (!t.covalent_radii) {
+    *slope = 1;
+    return r;
+  }
+  const T q = static_cast<T>(t.agnesi_q), p = static_cast<T>(t.agnesi_p), a = static_cast<T>(t.agnesi_a);
+  const T half_sum = T(0.5) * (t.covalent_radii[zs] + t.covalent_radii[zr]);
+  const T x = r / half_sum;
+  const T xq = pow(x, q), xqp = pow(x, q - p);
+  const T den = T(1) + xqp;
+  const T f = a * xq / den;
+  const T df = a * (q * pow(x, q - T(1)) * den - xq * (q - p) * pow(x, q - p - T(1))) / (den * den);
+  const T g = T(1) / (T(1) + f);
+  *slope = -g * g * df / half_sum;
+  return g;
+}
+
+// Y [dim_sh] and ef [n_basis] of the edge with vector v and atomic numbers zs, zr.
+template <typename T>
+FLASHMACE_GEOMETRY_HD void geometry_forward_edge(const GeometryTables<T>& t, const T* v, int64_t zs, int64_t zr, T* Y,
+                                                 T* ef) {
   using std::sin;
   T u[3], y[kGeometryMaxSh];
   const T r = geometry_harmonics(t, v, u, y);
   for (int k = 0; k < t.dim_sh; ++k) Y[k] = y[k];
-  T env, denv;
+  T env, denv, slope;
   geometry_envelope(t, r, &env, &denv);
+  const T rb = geometry_basis_distance(t, r, zs, zr, &slope);
   const T pre = static_cast<T>(t.prefactor);
-  for (int k = 0; k < t.n_basis; ++k) ef[k] = pre * sin(t.bessel[k] * r) / r * env;
+  for (int k = 0; k < t.n_basis; ++k) ef[k] = pre * sin(t.bessel[k] * rb) / rb * env;
 }
 
 // dv [3] = dE/dv from dY [dim_sh] and def [n_basis] (either may be null).
 template <typename T>
-FLASHMACE_GEOMETRY_HD void geometry_backward_edge(const GeometryTables<T>& t, const T* v, const T* dY, const T* def,
-                                                  T* dv) {
+FLASHMACE_GEOMETRY_HD void geometry_backward_edge(const GeometryTables<T>& t, const T* v, int64_t zs, int64_t zr,
+                                                  const T* dY, const T* def, T* dv) {
   using std::cos;
   using std::sin;
   T u[3], y[kGeometryMaxSh];
@@ -87,13 +110,14 @@ FLASHMACE_GEOMETRY_HD void geometry_backward_edge(const GeometryTables<T>& t, co
   const T ug = u[0] * gu[0] + u[1] * gu[1] + u[2] * gu[2];
   T gr = 0;  // dE/dr through the radial features
   if (def) {
-    T env, denv;
+    T env, denv, slope;
     geometry_envelope(t, r, &env, &denv);
+    const T rb = geometry_basis_distance(t, r, zs, zr, &slope);
     const T pre = static_cast<T>(t.prefactor);
     for (int k = 0; k < t.n_basis; ++k) {
-      const T wx = t.bessel[k] * r, s = sin(wx);
-      const T basis = pre * s / r, dbasis = pre * (wx * cos(wx) - s) / (r * r);
-      gr += def[k] * (dbasis * env + basis * denv);
+      const T wx = t.bessel[k] * rb, s = sin(wx);
+      const T basis = pre * s / rb, dbasis = pre * (wx * cos(wx) - s) / (rb * rb);
+      gr += def[k] * (dbasis * slope * env + basis * denv);
     }
   }
   for (int j = 0; j < 3; ++j) dv[j] = (gu[j] - u[j] * ug) / rc + gr * u[j];

@@ -14,19 +14,21 @@ constexpr int kThreads = 128;
 void check_launch(const char* kernel) { check_cuda_launch("edge geometry", kernel); }
 
 template <typename T>
-__global__ void forward_kernel(GeometryTables<T> t, const T* __restrict__ v, int64_t E, T* __restrict__ Y,
-                               T* __restrict__ ef) {
+__global__ void forward_kernel(GeometryTables<T> t, const T* __restrict__ v, GeometryElements z, int64_t E,
+                               T* __restrict__ Y, T* __restrict__ ef) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e < E) geometry_forward_edge(t, v + 3 * e, Y + e * t.dim_sh, ef + e * t.n_basis);
+  if (e < E)
+    geometry_forward_edge(t, v + 3 * e, z.sender ? z.sender[e] : 0, z.receiver ? z.receiver[e] : 0,
+                          Y + e * t.dim_sh, ef + e * t.n_basis);
 }
 
 template <typename T>
-__global__ void backward_kernel(GeometryTables<T> t, const T* __restrict__ v, int64_t E, const T* __restrict__ dY,
-                                const T* __restrict__ def, T* __restrict__ dv) {
+__global__ void backward_kernel(GeometryTables<T> t, const T* __restrict__ v, GeometryElements z, int64_t E,
+                                const T* __restrict__ dY, const T* __restrict__ def, T* __restrict__ dv) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e < E)
-    geometry_backward_edge(t, v + 3 * e, dY ? dY + e * t.dim_sh : nullptr, def ? def + e * t.n_basis : nullptr,
-                           dv + 3 * e);
+    geometry_backward_edge(t, v + 3 * e, z.sender ? z.sender[e] : 0, z.receiver ? z.receiver[e] : 0,
+                           dY ? dY + e * t.dim_sh : nullptr, def ? def + e * t.n_basis : nullptr, dv + 3 * e);
 }
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
@@ -34,27 +36,28 @@ unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1)
 }  // namespace
 
 template <typename T>
-void edge_geometry_forward_cuda(const GeometryTables<T>& t, const T* v, int64_t E, T* Y, T* ef, void* stream) {
+void edge_geometry_forward_cuda(const GeometryTables<T>& t, const T* v, GeometryElements z, int64_t E, T* Y, T* ef,
+                                void* stream) {
   if (E == 0) return;
-  forward_kernel<T><<<blocks_for(E), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(t, v, E, Y, ef);
+  forward_kernel<T><<<blocks_for(E), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(t, v, z, E, Y, ef);
   check_launch("geometry forward");
 }
 
 template <typename T>
-void edge_geometry_backward_cuda(const GeometryTables<T>& t, const T* v, int64_t E, const T* dY, const T* def, T* dv,
-                                 void* stream) {
+void edge_geometry_backward_cuda(const GeometryTables<T>& t, const T* v, GeometryElements z, int64_t E, const T* dY,
+                                 const T* def, T* dv, void* stream) {
   if (E == 0) return;
-  backward_kernel<T><<<blocks_for(E), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(t, v, E, dY, def, dv);
+  backward_kernel<T><<<blocks_for(E), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(t, v, z, E, dY, def, dv);
   check_launch("geometry backward");
 }
 
-template void edge_geometry_forward_cuda<float>(const GeometryTables<float>&, const float*, int64_t, float*, float*,
-                                                void*);
-template void edge_geometry_forward_cuda<double>(const GeometryTables<double>&, const double*, int64_t, double*,
-                                                 double*, void*);
-template void edge_geometry_backward_cuda<float>(const GeometryTables<float>&, const float*, int64_t, const float*,
-                                                 const float*, float*, void*);
-template void edge_geometry_backward_cuda<double>(const GeometryTables<double>&, const double*, int64_t, const double*,
-                                                  const double*, double*, void*);
+template void edge_geometry_forward_cuda<float>(const GeometryTables<float>&, const float*, GeometryElements, int64_t,
+                                                float*, float*, void*);
+template void edge_geometry_forward_cuda<double>(const GeometryTables<double>&, const double*, GeometryElements,
+                                                 int64_t, double*, double*, void*);
+template void edge_geometry_backward_cuda<float>(const GeometryTables<float>&, const float*, GeometryElements,
+                                                 int64_t, const float*, const float*, float*, void*);
+template void edge_geometry_backward_cuda<double>(const GeometryTables<double>&, const double*, GeometryElements,
+                                                  int64_t, const double*, const double*, double*, void*);
 
 }  // namespace flashmace

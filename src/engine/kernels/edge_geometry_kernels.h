@@ -1,8 +1,9 @@
 #pragma once
 // Fused per-edge geometry of edge_terms.h (mace_spec.md 3.3 and 4), one pass over the edges per
-// direction, on the CPU or one CUDA kernel, for models without a distance transform:
+// direction, on the CPU or one CUDA kernel, for models without a distance transform or with the
+// Agnesi one (MACE-MP-0b and later: the pair's covalent radii from the edge's atomic numbers):
 //   forward:  v [E, 3] -> Y [E, (lmax+1)^2] spherical harmonics, ef [E, nb] radial features
-//             (Bessel basis times the polynomial envelope);
+//             (Bessel basis of the transformed distance times the polynomial envelope);
 //   backward: dE/dv [E, 3] from dE/dY and dE/def (either may be null), recomputing r, u, Y and the
 //             radial slopes from v instead of storing them.
 // Torch-free: plain pointers (the CUDA versions: device memory, a cudaStream_t handle).
@@ -27,17 +28,28 @@ struct GeometryTables {
   int num_terms = 0, lmax = 0, dim_sh = 0, n_basis = 0;
   int p = 5;                              // envelope exponent
   double r_max = 0, prefactor = 0;        // prefactor = sqrt(2 / r_max)
+  // Agnesi transform (null radii: none): covalent radii by atomic number, and its q, p, a.
+  const T* covalent_radii = nullptr;
+  double agnesi_q = 0, agnesi_p = 0, agnesi_a = 0;
+};
+
+// Per-edge atomic numbers (sender, receiver) [E] each, read only with a distance transform.
+struct GeometryElements {
+  const int64_t* sender = nullptr;
+  const int64_t* receiver = nullptr;
 };
 
 template <typename T>
-void edge_geometry_forward_cpu(const GeometryTables<T>& t, const T* v, int64_t E, T* Y, T* ef);
+void edge_geometry_forward_cpu(const GeometryTables<T>& t, const T* v, GeometryElements z, int64_t E, T* Y, T* ef);
 template <typename T>
-void edge_geometry_backward_cpu(const GeometryTables<T>& t, const T* v, int64_t E, const T* dY, const T* def, T* dv);
+void edge_geometry_backward_cpu(const GeometryTables<T>& t, const T* v, GeometryElements z, int64_t E, const T* dY,
+                                const T* def, T* dv);
 
 template <typename T>
-void edge_geometry_forward_cuda(const GeometryTables<T>& t, const T* v, int64_t E, T* Y, T* ef, void* stream);
+void edge_geometry_forward_cuda(const GeometryTables<T>& t, const T* v, GeometryElements z, int64_t E, T* Y, T* ef,
+                                void* stream);
 template <typename T>
-void edge_geometry_backward_cuda(const GeometryTables<T>& t, const T* v, int64_t E, const T* dY, const T* def,
-                                 T* dv, void* stream);
+void edge_geometry_backward_cuda(const GeometryTables<T>& t, const T* v, GeometryElements z, int64_t E, const T* dY,
+                                 const T* def, T* dv, void* stream);
 
 }  // namespace flashmace

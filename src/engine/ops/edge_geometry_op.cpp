@@ -1,6 +1,7 @@
 #include "engine/ops/edge_geometry_op.h"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "engine/kernels/edge_geometry_kernels.h"
@@ -18,7 +19,8 @@ EdgeGeometryOp::EdgeGeometryOp(const MaceParams& model) : m_(model) {
 #if !FLASHMACE_CUDA_KERNELS
   if (m_.options.device().is_cuda()) return;
 #endif
-  if (!m_.config.distance_transform.empty() || lmax > kGeometryMaxLmax || nb > kGeometryMaxBasis) return;
+  const std::string& transform = m_.config.distance_transform;
+  if ((!transform.empty() && transform != "Agnesi") || lmax > kGeometryMaxLmax || nb > kGeometryMaxBasis) return;
   std::vector<int32_t> terms;
   std::vector<double> coeff;
   for (int l = 2; l <= lmax; ++l) {
@@ -39,7 +41,27 @@ EdgeGeometryOp::EdgeGeometryOp(const MaceParams& model) : m_(model) {
   terms_ = at::tensor(terms.empty() ? std::vector<int32_t>{0, 0, 0} : terms, at::kInt).to(m_.options.device());
   coeff_ = at::tensor(coeff.empty() ? std::vector<double>{0} : coeff, at::kDouble).to(m_.options.device(), dtype);
   bessel_ = m_.bessel_weights.to(m_.options.device(), dtype).contiguous();
+  if (transform == "Agnesi") {
+    radii_ = m_.transform_covalent_radii.to(m_.options.device(), dtype).contiguous();
+    agnesi_q_ = m_.transform_q.item<double>();
+    agnesi_p_ = m_.transform_p.item<double>();
+    agnesi_a_ = m_.transform_a.item<double>();
+  }
 }
+
+namespace {
+
+// The edges' atomic numbers as the kernels read them (only a distance transform needs them).
+GeometryElements elements_of(const EdgeGeometry& g) {
+  GeometryElements z;
+  if (g.z_sender.defined()) {
+    z.sender = g.z_sender.data_ptr<int64_t>();
+    z.receiver = g.z_receiver.data_ptr<int64_t>();
+  }
+  return z;
+}
+
+}  // namespace
 
 template <typename T>
 auto EdgeGeometryOp::tables() const {
@@ -55,6 +77,12 @@ auto EdgeGeometryOp::tables() const {
   t.p = m_.cutoff_p;
   t.r_max = m_.config.r_max;
   t.prefactor = std::sqrt(2.0 / m_.config.r_max);
+  if (radii_.defined()) {
+    t.covalent_radii = radii_.data_ptr<T>();
+    t.agnesi_q = agnesi_q_;
+    t.agnesi_p = agnesi_p_;
+    t.agnesi_a = agnesi_a_;
+  }
   return t;
 }
 
@@ -66,14 +94,19 @@ EdgeGeometry EdgeGeometryOp::forward(const at::Tensor& v, const at::Tensor& zs, 
   const int lmax = m_.spherical_harmonics.lmax();
   g.sh = at::empty({E, (lmax + 1) * (lmax + 1)}, v.options());
   g.ef = at::empty({E, bessel_.size(0)}, v.options());
+  if (radii_.defined()) {
+    g.z_sender = zs.to(at::kLong).contiguous();
+    g.z_receiver = zr.to(at::kLong).contiguous();
+  }
+  const GeometryElements z = elements_of(g);
   AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "edge_geometry_forward", [&] {
     const scalar_t* vp = g.vectors.data_ptr<scalar_t>();
     if (v.is_cpu()) {
-      edge_geometry_forward_cpu(tables<scalar_t>(), vp, E, g.sh.data_ptr<scalar_t>(), g.ef.data_ptr<scalar_t>());
+      edge_geometry_forward_cpu(tables<scalar_t>(), vp, z, E, g.sh.data_ptr<scalar_t>(), g.ef.data_ptr<scalar_t>());
     } else {
 #if FLASHMACE_CUDA_KERNELS
       const c10::cuda::CUDAGuard guard(v.device());
-      edge_geometry_forward_cuda(tables<scalar_t>(), vp, E, g.sh.data_ptr<scalar_t>(), g.ef.data_ptr<scalar_t>(),
+      edge_geometry_forward_cuda(tables<scalar_t>(), vp, z, E, g.sh.data_ptr<scalar_t>(), g.ef.data_ptr<scalar_t>(),
                                  c10::cuda::getCurrentCUDAStream(v.device().index()).stream());
 #endif
     }
@@ -86,16 +119,17 @@ at::Tensor EdgeGeometryOp::vjp(const EdgeGeometry& g, const at::Tensor& grad_sh,
   at::Tensor dv = at::empty_like(g.vectors);
   const at::Tensor gs = grad_sh.defined() ? grad_sh.contiguous() : at::Tensor();
   const at::Tensor ge = grad_ef.defined() ? grad_ef.contiguous() : at::Tensor();
+  const GeometryElements z = elements_of(g);
   AT_DISPATCH_FLOATING_TYPES(dv.scalar_type(), "edge_geometry_backward", [&] {
     const scalar_t* vp = g.vectors.data_ptr<scalar_t>();
     const scalar_t* gsp = gs.defined() ? gs.data_ptr<scalar_t>() : nullptr;
     const scalar_t* gep = ge.defined() ? ge.data_ptr<scalar_t>() : nullptr;
     if (dv.is_cpu()) {
-      edge_geometry_backward_cpu(tables<scalar_t>(), vp, dv.size(0), gsp, gep, dv.data_ptr<scalar_t>());
+      edge_geometry_backward_cpu(tables<scalar_t>(), vp, z, dv.size(0), gsp, gep, dv.data_ptr<scalar_t>());
     } else {
 #if FLASHMACE_CUDA_KERNELS
       const c10::cuda::CUDAGuard guard(dv.device());
-      edge_geometry_backward_cuda(tables<scalar_t>(), vp, dv.size(0), gsp, gep, dv.data_ptr<scalar_t>(),
+      edge_geometry_backward_cuda(tables<scalar_t>(), vp, z, dv.size(0), gsp, gep, dv.data_ptr<scalar_t>(),
                                   c10::cuda::getCurrentCUDAStream(dv.device().index()).stream());
 #endif
     }

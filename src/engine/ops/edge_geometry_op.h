@@ -1,7 +1,8 @@
 #pragma once
 // The per-edge geometry of a model (edge_terms.h: harmonics, radial features, and their backward)
 // behind one object: the fused per-edge loops (edge_geometry_kernels.h, CPU or CUDA) for models
-// without a distance transform, the ATen code of edge_terms.h otherwise. Built once per model.
+// without a distance transform or with the Agnesi one, the ATen code of edge_terms.h otherwise
+// (the Soft transform, lmax > 4, more than 32 Bessel functions). Built once per model.
 #include <ATen/ATen.h>
 
 #include "engine/ops/edge_terms.h"
@@ -22,6 +23,8 @@ class EdgeGeometryOp {
  private:
   MaceParams m_;                       // shallow copy: tensors shared with the engine
   at::Tensor terms_, coeff_, bessel_;  // the fused kernels' tables on the device (undefined: ATen code)
+  at::Tensor radii_;                   // covalent radii by atomic number (Agnesi transform; else undefined)
+  double agnesi_q_ = 0, agnesi_p_ = 0, agnesi_a_ = 0;
   int num_terms_ = 0;
   template <typename T>
   auto tables() const;

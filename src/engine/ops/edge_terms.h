@@ -21,6 +21,8 @@ struct EdgeGeometry {
   at::Tensor sh;              // [Ec, (lmax+1)^2] the blocks side by side
   at::Tensor ef;              // [Ec, n_basis] radial features
   at::Tensor def_dr;          // [Ec, n_basis] their derivative with respect to r
+  at::Tensor z_sender, z_receiver;  // [Ec] int64 atomic numbers, kept by the fused kernels of a model
+                                    // with a distance transform (the backward needs the pair's radii)
 };
 
 EdgeGeometry edge_geometry(const MaceParams& model, const at::Tensor& vectors, const at::Tensor& z_sender,
