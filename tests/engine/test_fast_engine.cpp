@@ -302,8 +302,8 @@ TEST(FastEngine, SingleElementSystemEqualsReference) {
 }
 
 // MACE-MP-0b and later (Density blocks, Agnesi transform, ZBL): the fused per-edge geometry runs the
-// transform, equal to edge_terms.h's ATen formulation forward and backward, and the engine equals
-// the reference path on a compressed lattice (pairs inside the ZBL range).
+// transform and the ZBL term, equal to edge_terms.h's ATen formulation forward and backward, and the
+// engine equals the reference path on a compressed lattice (pairs inside the ZBL range).
 TEST(FastEngine, AgnesiModelRunsTheFusedGeometryAndEqualsReference) {
   const std::string path = std::string(FLASHMACE_SOURCE_DIR) + "/potentials/testing/tiny-cuni-agnesi-random.safetensors";
   const ModelFile file = ModelFile::load(path);
@@ -323,6 +323,14 @@ TEST(FastEngine, AgnesiModelRunsTheFusedGeometryAndEqualsReference) {
   const at::Tensor dv_fused = op.vjp(fused, gsh, gef), dv_aten = edge_geometry_vjp(m, aten, gsh, gef);
   EXPECT_LE(at::max(at::abs(dv_fused - dv_aten)).item<double>(), 1e-12);
   EXPECT_GT(at::max(at::abs(dv_aten)).item<double>(), 1e-3);  // (the comparison is not of zeros)
+  // The fused ZBL pass against edge_terms.h's (energies of up to ~1e3 eV at 0.5 A: relative).
+  const auto [zbl_e, zbl_slope] = op.zbl(v, zs, zr);
+  const auto [want_e, want_slope] =
+      zbl_energy_and_derivative(at::linalg_vector_norm(v, 2, {1}, true), zs, zr, m.zbl_params);
+  const double e_scale = at::max(at::abs(want_e)).item<double>(), s_scale = at::max(at::abs(want_slope)).item<double>();
+  EXPECT_GT(e_scale, 1.0);
+  EXPECT_LE(at::max(at::abs(zbl_e - want_e)).item<double>(), 1e-13 * e_scale);
+  EXPECT_LE(at::max(at::abs(zbl_slope - want_slope)).item<double>(), 1e-13 * s_scale);
 
   EngineOptions o;
   o.dtype = Dtype::Float64;

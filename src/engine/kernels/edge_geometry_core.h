@@ -69,6 +69,42 @@ FLASHMACE_GEOMETRY_HD T geometry_basis_distance(const GeometryTables<T>& t, T r,
   return g;
 }
 
+// ZBL energy 0.5 V(r) f(r) of one edge and its r-derivative (edge_terms.cpp's formulas).
+template <typename T>
+FLASHMACE_GEOMETRY_HD void geometry_zbl_edge(const ZblTables<T>& t, const T* v, int64_t zs, int64_t zr, T* energy,
+                                             T* slope) {
+  using std::exp;
+  using std::pow;
+  using std::sqrt;
+  const T r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+  const T ts = static_cast<T>(zs), tr = static_cast<T>(zr);
+  const T ax = static_cast<T>(t.a_exp);
+  const T a = static_cast<T>(t.a_prefactor) * T(0.529) / (pow(ts, ax) + pow(tr, ax));
+  const T x = r / a;
+  const T d[4] = {T(3.2), T(0.9423), T(0.4028), T(0.2016)};
+  T phi = 0, dphi = 0;
+  for (int i = 0; i < 4; ++i) {
+    const T term = static_cast<T>(t.c[i]) * exp(-d[i] * x);
+    phi += term;
+    dphi -= d[i] * term;
+  }
+  const T k = T(14.3996) * ts * tr;
+  const T pot = k / r * phi;
+  const T dpot = k * (-phi / (r * r) + dphi / (a * r));
+  // The envelope of r against the covalent-radius sum, exponent p.
+  const T rm = t.covalent_radii[zs] + t.covalent_radii[zr], pd = static_cast<T>(t.p);
+  const T c1 = (pd + 1) * (pd + 2) / 2, c2 = pd * (pd + 2), c3 = pd * (pd + 1) / 2;
+  const T u = r / rm;
+  T up1 = 1;
+  for (int i = 0; i < t.p - 1; ++i) up1 *= u;
+  const T up = up1 * u;
+  const bool inside = r < rm;
+  const T env = inside ? T(1) - c1 * up + c2 * up * u - c3 * up * u * u : T(0);
+  const T denv = inside ? (-c1 * pd * up1 + c2 * (pd + 1) * up - c3 * (pd + 2) * up * u) / rm : T(0);
+  *energy = T(0.5) * pot * env;
+  *slope = T(0.5) * (dpot * env + pot * denv);
+}
+
 // Y [dim_sh] and ef [n_basis] of the edge with vector v and atomic numbers zs, zr.
 template <typename T>
 FLASHMACE_GEOMETRY_HD void geometry_forward_edge(const GeometryTables<T>& t, const T* v, int64_t zs, int64_t zr, T* Y,

@@ -39,6 +39,22 @@ struct GeometryElements {
   const int64_t* receiver = nullptr;
 };
 
+// ZBL pair repulsion (mace_spec.md 8): per edge 0.5 V(r) times the polynomial envelope of the pair's
+// covalent-radius sum, and its r-derivative; radii by atomic number, on the device of the loop.
+template <typename T>
+struct ZblTables {
+  const T* covalent_radii = nullptr;
+  double c[4] = {0, 0, 0, 0};
+  double a_exp = 0, a_prefactor = 0;
+  int p = 5;
+};
+
+template <typename T>
+void edge_zbl_cpu(const ZblTables<T>& t, const T* v, GeometryElements z, int64_t E, T* energy, T* slope);
+template <typename T>
+void edge_zbl_cuda(const ZblTables<T>& t, const T* v, GeometryElements z, int64_t E, T* energy, T* slope,
+                   void* stream);
+
 template <typename T>
 void edge_geometry_forward_cpu(const GeometryTables<T>& t, const T* v, GeometryElements z, int64_t E, T* Y, T* ef);
 template <typename T>

@@ -19,6 +19,14 @@ EdgeGeometryOp::EdgeGeometryOp(const MaceParams& model) : m_(model) {
 #if !FLASHMACE_CUDA_KERNELS
   if (m_.options.device().is_cuda()) return;
 #endif
+  if (m_.zbl) {
+    const ZBLParameters& z = m_.zbl_params;
+    zbl_radii_ = z.covalent_radii.to(m_.options.device(), m_.options.dtype().toScalarType()).contiguous();
+    const at::Tensor c = z.c.to(at::kCPU, at::kDouble).contiguous();
+    for (int i = 0; i < 4; ++i) zbl_c_[i] = c.data_ptr<double>()[i];
+    zbl_a_exp_ = z.a_exp.item<double>();
+    zbl_a_prefactor_ = z.a_prefactor.item<double>();
+  }
   const std::string& transform = m_.config.distance_transform;
   if ((!transform.empty() && transform != "Agnesi") || lmax > kGeometryMaxLmax || nb > kGeometryMaxBasis) return;
   std::vector<int32_t> terms;
@@ -135,6 +143,34 @@ at::Tensor EdgeGeometryOp::vjp(const EdgeGeometry& g, const at::Tensor& grad_sh,
     }
   });
   return dv;
+}
+
+std::pair<at::Tensor, at::Tensor> EdgeGeometryOp::zbl(const at::Tensor& v, const at::Tensor& zs,
+                                                      const at::Tensor& zr) const {
+  if (!zbl_radii_.defined())
+    return zbl_energy_and_derivative(at::linalg_vector_norm(v, 2, {1}, true), zs, zr, m_.zbl_params);
+  const at::Tensor vc = v.contiguous(), zsl = zs.to(at::kLong).contiguous(), zrl = zr.to(at::kLong).contiguous();
+  const int64_t E = v.size(0);
+  at::Tensor energy = at::empty({E}, v.options()), slope = at::empty({E}, v.options());
+  const GeometryElements z{zsl.data_ptr<int64_t>(), zrl.data_ptr<int64_t>()};
+  AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "edge_zbl", [&] {
+    ZblTables<scalar_t> t;
+    t.covalent_radii = zbl_radii_.data_ptr<scalar_t>();
+    for (int i = 0; i < 4; ++i) t.c[i] = zbl_c_[i];
+    t.a_exp = zbl_a_exp_;
+    t.a_prefactor = zbl_a_prefactor_;
+    t.p = m_.zbl_params.p;
+    if (v.is_cpu()) {
+      edge_zbl_cpu(t, vc.data_ptr<scalar_t>(), z, E, energy.data_ptr<scalar_t>(), slope.data_ptr<scalar_t>());
+    } else {
+#if FLASHMACE_CUDA_KERNELS
+      const c10::cuda::CUDAGuard guard(v.device());
+      edge_zbl_cuda(t, vc.data_ptr<scalar_t>(), z, E, energy.data_ptr<scalar_t>(), slope.data_ptr<scalar_t>(),
+                    c10::cuda::getCurrentCUDAStream(v.device().index()).stream());
+#endif
+    }
+  });
+  return {energy, slope};
 }
 
 }  // namespace flashmace

@@ -101,8 +101,7 @@ void FastEngine::prepare_radials_beside(StepState& s) {
 
 void FastEngine::zbl_forward(StepState& s) {
   const EdgeTopology& topo = topology_;
-  const at::Tensor r = at::linalg_vector_norm(s.v, 2, {1}, true);
-  auto [e, slope] = zbl_energy_and_derivative(r, topo.z_sender, topo.z_receiver, p_.zbl_params);
+  auto [e, slope] = geometry_.zbl(s.v, topo.z_sender, topo.z_receiver);
   for (std::size_t k = 0; k < topo.chunks.size(); ++k)
     s.energy.narrow(0, topo.chunks[k].row0, topo.chunks[k].nrows)
         .add_(segment_sum(slice(e, topo.chunks[k]), topo.chunk_row_ptr[k]));
