@@ -1,7 +1,7 @@
 """pair_style mace/flash head NAME on a multi-head model (tools/make_random_model.py tiny-cuni --heads a,b:
 mace-torch's multi-head layout, random weights): each head's step-0 energy, per-atom energies, forces
 and virial equal flashmace-eval --head NAME --path reference on the same structure (float64: 1e-12
-relative, 1e-10 eV, eV/A), the two heads differ, and a wrong or missing head stops LAMMPS with the
+relative, 1e-10 eV, eV/A) on 1 and 2 ranks, the two heads differ, and a wrong or missing head stops LAMMPS with the
 list of the model's heads. (Against mace-torch's own calculator: tests/python/test_multihead.py.)"""
 import json
 import os
@@ -50,13 +50,14 @@ def eval_reference(workdir, model, head):
             "virial": -np.array(r["stress"]) * abs(np.linalg.det(CELL))}
 
 
-def test_each_head_equals_flashmace_eval(tmp_path, model):
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_each_head_equals_flashmace_eval(tmp_path, model, nprocs):
     energies = {}
     for head in ("a", "b"):
         workdir = tmp_path / head
         workdir.mkdir()
         workdir, deck = lammps(workdir, model, f"head {head}")
-        out = run_lammps(workdir, deck + STEP0_OUTPUT)
+        out = run_lammps(workdir, deck + STEP0_OUTPUT, nprocs=nprocs)
         assert f"head '{head}' of 'a', 'b'" in out
         lmp, ref = step0_results(workdir, out), eval_reference(workdir, model, head)
         assert abs(lmp["energy"] - ref["energy"]) <= ENERGY_RTOL * abs(ref["energy"]), \
