@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "engine/kernels/conv_tp_codegen.h"
+#include "engine/kernels/cpu_isa.h"
 #include "engine/ops/conv_tp_op.h"
 #include "engine/test_conv_tp_support.h"
 #include "jit/nvrtc.h"
@@ -87,6 +88,55 @@ TEST(ConvTPKernelsCpu, RejectsMismatchedTensors) {
 }
 
 TEST(ConvTPKernelsCpu, RadialIndexEqualsExpandedRadialsBitwise) { check_radial_index(at::kCPU, false); }
+
+// The row kernels of every instruction set this processor runs: layouts whose multiplicities fill
+// vector tiles (32, 64), leave a tail after them (40) and are smaller than one (random, 1-6).
+TEST(ConvTPKernelsCpu, EveryInstructionSetMatchesReferencePath) {
+  const CpuIsa chosen = cpu_isa();
+  for (const CpuIsa isa : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512}) {
+    if (!cpu_isa_supported(isa)) {
+      std::printf("instruction set %s: not run here (%s)\n", cpu_isa_name(isa),
+                  cpu_isa_compiled(isa) ? "the processor lacks it" : "not built for this architecture");
+      continue;
+    }
+    SCOPED_TRACE(cpu_isa_name(isa));
+    set_cpu_isa(isa);
+    const ConvTPOp probe(ConvTPDescriptor::build(Irreps::parse("1x0e"), Irreps::spherical_harmonics(0),
+                                                 conv_tp_layout(Irreps::parse("1x0e"), Irreps::spherical_harmonics(0),
+                                                                Irreps::parse("0e"))),
+                         at::TensorOptions().dtype(at::kDouble));
+    EXPECT_EQ(probe.executor(), std::string("cpu ") + cpu_isa_name(isa));
+    for (const NamedLayout& l : specializable_layouts())
+      testing::check_layout(l.in1, l.sh, l.layout, at::kCPU, 7, l.name);
+    const Irreps in1 = Irreps::parse("40x0e+40x1o"), sh = Irreps::spherical_harmonics(3);
+    testing::check_layout(in1, sh, conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e+3o")), at::kCPU, 8,
+                          "40x0e+40x1o x sh3");
+    check_random_layouts(at::kCPU);
+    check_radial_index(at::kCPU, false);
+  }
+  set_cpu_isa(chosen);
+}
+
+TEST(CpuIsa, DispatcherPicksTheBestSupportedAndRefusesTheRest) {
+  EXPECT_TRUE(cpu_isa_supported(CpuIsa::portable));
+  const CpuIsa best = best_cpu_isa();
+  EXPECT_TRUE(cpu_isa_supported(best));
+  for (const CpuIsa isa : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512}) {
+    EXPECT_EQ(parse_cpu_isa(cpu_isa_name(isa)), isa);
+    // the best is the widest the processor runs
+    if (cpu_isa_supported(isa)) EXPECT_GE(static_cast<int>(best), static_cast<int>(isa));
+  }
+#if defined(__x86_64__)
+  EXPECT_TRUE(cpu_isa_compiled(CpuIsa::avx2) && cpu_isa_compiled(CpuIsa::avx512));
+  EXPECT_TRUE(cpu_isa_supported(CpuIsa::avx2) || best == CpuIsa::portable);
+#endif
+  EXPECT_NE(testing::error_of([] { parse_cpu_isa("sse9"); }).find("use portable, avx2 or avx512"), std::string::npos);
+  const CpuIsa chosen = cpu_isa();
+  for (const CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512})
+    if (!cpu_isa_supported(isa))
+      EXPECT_NE(testing::error_of([&] { set_cpu_isa(isa); }).find(cpu_isa_name(isa)), std::string::npos);
+  set_cpu_isa(chosen);
+}
 
 }  // namespace
 }  // namespace flashmace

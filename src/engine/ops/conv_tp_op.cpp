@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "engine/kernels/conv_tp_specialized.h"
+#include "engine/kernels/cpu_isa.h"
 #include "jit/nvrtc.h"
 
 #if FLASHMACE_CUDA_KERNELS
@@ -127,7 +128,7 @@ ConvTPOp::ConvTPOp(const ConvTPDescriptor& desc, const at::TensorOptions& option
 }
 
 std::string ConvTPOp::executor() const {
-  if (device().is_cpu()) return "cpu";
+  if (device().is_cpu()) return std::string("cpu ") + cpu_isa_name(cpu_isa());
   return specialized_ ? "specialized " + specialized_->arch() : "generic cuda";
 }
 

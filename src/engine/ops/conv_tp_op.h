@@ -24,7 +24,7 @@ class ConvTPOp {
   ConvTPOp(const ConvTPDescriptor& desc, const at::TensorOptions& options, bool specialize = true);
   const ConvTPDescriptor& descriptor() const { return desc_; }
   const ConvTPSpecialized* specialized() const { return specialized_.get(); }
-  std::string executor() const;  // "cpu", "generic cuda" or "specialized sm_XY"
+  std::string executor() const;  // "cpu avx512" (the instruction set), "generic cuda" or "specialized sm_XY"
   at::ScalarType dtype() const { return coeff_.scalar_type(); }
   at::Device device() const { return coeff_.device(); }
   template <typename T>

@@ -1,0 +1,42 @@
+#pragma once
+// The per-row conv TP kernels of conv_tp_cpu.cpp, compiled once per instruction set into the
+// namespaces cpu_portable, cpu_avx2 and cpu_avx512 (conv_tp_cpu_rows_impl.h). Inputs and outputs in
+// the channel-innermost layout [m][u] of each irreps block (conv_tp_cpu.cpp transposes):
+//   forward_row:  out_mu[dim_mid] += sum over the row's edges of TP(x[xindex[e]], Y[e], R[e])
+//   backward_row: dR[e], dY[e] written for the row's edges, from g_mu (the row's dagg)
+//   x_grad_row:   dx_mu[dim_in1] += the gradient of every edge of x row `xr` (x_perm order)
+// xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; cy: scratch of max_terms values.
+#include <cstdint>
+
+#include "engine/kernels/conv_tp_kernels.h"
+
+namespace flashmace {
+
+// The most terms of one path in one contraction order (the size of the kernels' cy scratch).
+template <typename T>
+int conv_tp_max_terms(const ConvTPTables<T>& t);
+
+#define FLASHMACE_CONV_TP_CPU_ROWS(T)                                                                          \
+  void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt, int64_t row,       \
+                           T* out_mu, T* cy);                                                                 \
+  void conv_tp_backward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,   \
+                            const T* xt, const T* gt, int64_t row, T* cy);                                   \
+  void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,     \
+                          const T* gt, int64_t xr, T* dx_mu, T* cy);
+
+namespace cpu_portable {
+FLASHMACE_CONV_TP_CPU_ROWS(float)
+FLASHMACE_CONV_TP_CPU_ROWS(double)
+}  // namespace cpu_portable
+namespace cpu_avx2 {
+FLASHMACE_CONV_TP_CPU_ROWS(float)
+FLASHMACE_CONV_TP_CPU_ROWS(double)
+}  // namespace cpu_avx2
+namespace cpu_avx512 {
+FLASHMACE_CONV_TP_CPU_ROWS(float)
+FLASHMACE_CONV_TP_CPU_ROWS(double)
+}  // namespace cpu_avx512
+
+#undef FLASHMACE_CONV_TP_CPU_ROWS
+
+}  // namespace flashmace
