@@ -124,7 +124,9 @@ TEST(CpuIsa, DispatcherPicksTheBestSupportedAndRefusesTheRest) {
   for (const CpuIsa isa : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512}) {
     EXPECT_EQ(parse_cpu_isa(cpu_isa_name(isa)), isa);
     // the best is the widest the processor runs
-    if (cpu_isa_supported(isa)) EXPECT_GE(static_cast<int>(best), static_cast<int>(isa));
+    if (cpu_isa_supported(isa)) {
+      EXPECT_GE(static_cast<int>(best), static_cast<int>(isa));
+    }
   }
 #if defined(__x86_64__)
   EXPECT_TRUE(cpu_isa_compiled(CpuIsa::avx2) && cpu_isa_compiled(CpuIsa::avx512));
@@ -133,8 +135,9 @@ TEST(CpuIsa, DispatcherPicksTheBestSupportedAndRefusesTheRest) {
   EXPECT_NE(testing::error_of([] { parse_cpu_isa("sse9"); }).find("use portable, avx2 or avx512"), std::string::npos);
   const CpuIsa chosen = cpu_isa();
   for (const CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512})
-    if (!cpu_isa_supported(isa))
+    if (!cpu_isa_supported(isa)) {
       EXPECT_NE(testing::error_of([&] { set_cpu_isa(isa); }).find(cpu_isa_name(isa)), std::string::npos);
+    }
   set_cpu_isa(chosen);
 }
 

@@ -5,12 +5,15 @@
 // the channel u with unit stride in vector registers; their outputs are transposed back.
 // Parallel decomposition (OpenMP when built with it, else serial), each output owned by one thread:
 //   forward:      one thread per receiver row: agg[row] summed over the row's edges in order;
-//   dR, dY:       one thread per receiver row, for that row's edges (dR[e], dY[e] written);
+//   dR, dY:       one thread per edge (dR[e], dY[e] written), or, with dR summed per radial row, one
+//                 thread per radial row for its edges (dY[e] written, dR[row] added in edge order);
 //   dx (+=):      one thread per x row, over its edges in x_perm order.
 #include <algorithm>
+#include <string>
 #include <vector>
 
-#include "engine/kernels/conv_tp_core.h"
+#include "core/error.h"
+
 #include "engine/kernels/conv_tp_cpu_rows.h"
 #include "engine/kernels/cpu_isa.h"
 
@@ -26,11 +29,27 @@ void parallel_rows(int64_t n, const F& body) {
   for (int64_t r = 0; r < n; ++r) body(r);
 }
 
+// body(i, scratch) for i in [0, n), with `scratch_size` values of scratch per thread.
+template <typename T, typename F>
+void parallel_with_scratch(int64_t n, std::size_t scratch_size, int64_t grain, const F& body) {
+#if defined(_OPENMP)
+#pragma omp parallel
+#endif
+  {
+    std::vector<T> scratch(scratch_size);
+#if defined(_OPENMP)
+#pragma omp for schedule(dynamic, grain)
+#endif
+    for (int64_t i = 0; i < n; ++i) body(i, scratch.data());
+  }
+  static_cast<void>(grain);
+}
+
 template <typename T>
 struct RowKernels {
   void (*forward)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const T*, int64_t, T*, T*);
   void (*backward)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const ConvTPGradients<T>&, const T*, const T*,
-                   int64_t, T*);
+                   int64_t, T*, bool, T*);
   void (*x_grad)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const ConvTPGradients<T>&, const T*, int64_t, T*,
                  T*);
 };
@@ -39,13 +58,13 @@ template <typename T>
 RowKernels<T> row_kernels() {
   switch (cpu_isa()) {
     case CpuIsa::avx512:
-      return {cpu_avx512::conv_tp_forward_row, cpu_avx512::conv_tp_backward_row, cpu_avx512::conv_tp_x_grad_row};
+      return {cpu_avx512::conv_tp_forward_row, cpu_avx512::conv_tp_backward_edge, cpu_avx512::conv_tp_x_grad_row};
     case CpuIsa::avx2:
-      return {cpu_avx2::conv_tp_forward_row, cpu_avx2::conv_tp_backward_row, cpu_avx2::conv_tp_x_grad_row};
+      return {cpu_avx2::conv_tp_forward_row, cpu_avx2::conv_tp_backward_edge, cpu_avx2::conv_tp_x_grad_row};
     case CpuIsa::portable:
       break;
   }
-  return {cpu_portable::conv_tp_forward_row, cpu_portable::conv_tp_backward_row, cpu_portable::conv_tp_x_grad_row};
+  return {cpu_portable::conv_tp_forward_row, cpu_portable::conv_tp_backward_edge, cpu_portable::conv_tp_x_grad_row};
 }
 
 // One irreps block of an [n, dim] array: `mul` copies of a (2l+1)-dimensional irrep at `offset`.
@@ -89,6 +108,15 @@ std::vector<T> transposed_rows(const std::vector<Block>& blocks, const T* in, in
   return out;
 }
 
+// The row kernels keep a path's dY partials in registers, for spherical harmonics up to l = 7.
+template <typename T>
+void check_harmonic_sizes(const ConvTPTables<T>& t) {
+  for (int i = 0; i < t.num_paths; ++i)
+    if (t.paths[i].d2 > 15)
+      throw Error("conv TP on the CPU: spherical harmonics of degree " + std::to_string((t.paths[i].d2 - 1) / 2) +
+                  " exceed the kernels' l <= 7; evaluate this model with path reference");
+}
+
 }  // namespace
 
 template <typename T>
@@ -105,43 +133,63 @@ int conv_tp_max_terms(const ConvTPTables<T>& t) {
 
 template <typename T>
 void conv_tp_forward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* agg) {
+  check_harmonic_sizes(t);
   const RowKernels<T> k = row_kernels<T>();
   const std::vector<Block> out_blocks = path_blocks(t, false);
   const std::vector<T> xt = transposed_rows(path_blocks(t, true), g.x, g.num_x, t.dim_in1);
   const std::size_t nterms = static_cast<std::size_t>(conv_tp_max_terms(t));
-  parallel_rows(g.nrows, [&](int64_t row) {
-    std::vector<T> out(static_cast<std::size_t>(t.dim_mid), T(0)), cy(nterms);
-    k.forward(t, g, xt.data(), row, out.data(), cy.data());
+  parallel_with_scratch<T>(g.nrows, t.dim_mid + nterms, 8, [&](int64_t row, T* scratch) {
+    T* out = scratch + nterms;
+    std::fill(out, out + t.dim_mid, T(0));
+    k.forward(t, g, xt.data(), row, out, scratch);
     T* a = agg + row * t.dim_mid;
     std::fill(a, a + t.dim_mid, T(0));
-    add_from_mu(out_blocks, out.data(), a);
+    add_from_mu(out_blocks, out, a);
   });
 }
 
 template <typename T>
 void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges, const ConvTPGradients<T>& d) {
+  check_harmonic_sizes(t);
   const RowKernels<T> k = row_kernels<T>();
   const std::vector<Block> x_blocks = path_blocks(t, true);
   const std::vector<T> xt = transposed_rows(x_blocks, edges.x, edges.num_x, t.dim_in1);
   const std::vector<T> gt = transposed_rows(path_blocks(t, false), d.dagg, edges.nrows, t.dim_mid);
   const std::size_t nterms = static_cast<std::size_t>(conv_tp_max_terms(t));
-  parallel_rows(edges.nrows, [&](int64_t row) {
-    std::vector<T> cy(nterms);
-    k.backward(t, edges, d, xt.data(), gt.data(), row, cy.data());
-  });
-  if (!d.dx) return;
-  // The x-row pass starts from edges: give it each edge's receiver row.
+  // The kernels start from edges: give them each edge's receiver row.
   ConvTPEdges<T> g = edges;
   std::vector<int64_t> edge_row;
   if (!g.edge_row) {
     edge_row.resize(static_cast<std::size_t>(g.num_edges));
-    for (int64_t e = 0; e < g.num_edges; ++e) edge_row[e] = conv_tp_edge_row(g, e);
+    for (int64_t r = 0; r < g.nrows; ++r)
+      std::fill(edge_row.begin() + g.row_ptr[r], edge_row.begin() + g.row_ptr[r + 1], r);
     g.edge_row = edge_row.data();
   }
-  parallel_rows(g.num_x, [&](int64_t xr) {
-    std::vector<T> dx(static_cast<std::size_t>(t.dim_in1), T(0)), cy(nterms);
-    k.x_grad(t, g, d, gt.data(), xr, dx.data(), cy.data());
-    add_from_mu(x_blocks, dx.data(), d.dx + xr * t.dim_in1);
+  if (d.dR_by_radial_row && g.radial_index) {
+    // dR summed per radial row by the thread that owns the row, over its edges in edge order: the
+    // caller's zeros + a + b, bit for bit what summing per-edge gradients in edge order gives.
+    int64_t num_radial = 0;
+    for (int64_t e = 0; e < g.num_edges; ++e) num_radial = std::max(num_radial, g.radial_index[e] + 1);
+    std::vector<int64_t> ptr(static_cast<std::size_t>(num_radial) + 1, 0), order(g.num_edges);
+    for (int64_t e = 0; e < g.num_edges; ++e) ++ptr[g.radial_index[e] + 1];
+    for (int64_t r = 0; r < num_radial; ++r) ptr[r + 1] += ptr[r];
+    std::vector<int64_t> fill(ptr.begin(), ptr.end() - 1);
+    for (int64_t e = 0; e < g.num_edges; ++e) order[fill[g.radial_index[e]]++] = e;
+    parallel_with_scratch<T>(num_radial, nterms, 16, [&](int64_t r, T* cy) {
+      for (int64_t j = ptr[r]; j < ptr[r + 1]; ++j)
+        k.backward(t, g, d, xt.data(), gt.data(), order[j], d.dR + r * t.weight_numel, true, cy);
+    });
+  } else {
+    parallel_with_scratch<T>(g.num_edges, nterms, 16, [&](int64_t e, T* cy) {
+      k.backward(t, g, d, xt.data(), gt.data(), e, d.dR + e * t.weight_numel, false, cy);
+    });
+  }
+  if (!d.dx) return;
+  parallel_with_scratch<T>(g.num_x, t.dim_in1 + nterms, 8, [&](int64_t xr, T* scratch) {
+    T* dx = scratch + nterms;
+    std::fill(dx, dx + t.dim_in1, T(0));
+    k.x_grad(t, g, d, gt.data(), xr, dx, scratch);
+    add_from_mu(x_blocks, dx, d.dx + xr * t.dim_in1);
   });
 }
 

@@ -1,9 +1,10 @@
 #pragma once
-// The per-row conv TP kernels of conv_tp_cpu.cpp, compiled once per instruction set into the
+// The per-row and per-edge conv TP kernels of conv_tp_cpu.cpp, compiled once per instruction set into the
 // namespaces cpu_portable, cpu_avx2 and cpu_avx512 (conv_tp_cpu_rows_impl.h). Inputs and outputs in
 // the channel-innermost layout [m][u] of each irreps block (conv_tp_cpu.cpp transposes):
 //   forward_row:  out_mu[dim_mid] += sum over the row's edges of TP(x[xindex[e]], Y[e], R[e])
-//   backward_row: dR[e], dY[e] written for the row's edges, from g_mu (the row's dagg)
+//   backward_edge: dY[e] written and the edge's dR written or added (add_dr) at dr, from gt's row
+//                  of the edge's receiver (g.edge_row)
 //   x_grad_row:   dx_mu[dim_in1] += the gradient of every edge of x row `xr` (x_perm order)
 // xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; cy: scratch of max_terms values.
 #include <cstdint>
@@ -19,8 +20,8 @@ int conv_tp_max_terms(const ConvTPTables<T>& t);
 #define FLASHMACE_CONV_TP_CPU_ROWS(T)                                                                          \
   void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt, int64_t row,       \
                            T* out_mu, T* cy);                                                                 \
-  void conv_tp_backward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,   \
-                            const T* xt, const T* gt, int64_t row, T* cy);                                   \
+  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,  \
+                             const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* cy);                \
   void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,     \
                           const T* gt, int64_t xr, T* dx_mu, T* cy);
 

@@ -44,14 +44,30 @@ template <typename V>
 inline void store(void* p, const V& v) {
   __builtin_memcpy(p, &v, sizeof(V));
 }
-inline float lane_sum(float v) { return v; }
-inline double lane_sum(double v) { return v; }
-template <typename V>
-inline auto lane_sum(const V& v) -> decltype(v[0] + 0) {
-  decltype(v[0] + 0) s = 0;
-  for (int l = 0; l < static_cast<int>(sizeof(V) / sizeof(v[0])); ++l) s += v[l];
-  return s;
+// The sum of a vector's lanes, pairwise (halves added until one lane is left).
+template <typename T, typename V>
+inline T lane_sum(const V& v) {
+  constexpr int L = sizeof(V) / sizeof(T);
+  T a[L];
+  __builtin_memcpy(a, &v, sizeof(V));
+  for (int w = L / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) a[l] += a[l + w];
+  return a[0];
 }
+
+// Where a tile of vector type V keeps its per-m2 dY partials: vector tiles in vectors, the channels
+// left over (V = T) in scalars.
+template <typename V, typename T>
+struct Partials {
+  static V* of(V* v, T*) { return v; }
+};
+template <typename T>
+struct Partials<T, T> {
+  template <typename W>
+  static T* of(W*, T* s) {
+    return s;
+  }
+};
 
 template <typename T>
 const T* radial_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, int64_t e) {
@@ -98,12 +114,12 @@ void tile_forward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, c
   }
 }
 
-// For one edge and path:
-//   dR[u]   = sum_m3 g[m3][u] * TP(x_u, y)[m3]
-//   dy[m2] += sum_u r[u] * sum_terms c * x[m1][u] * g[m3][u]
+// For one edge and path (dR stored, or added with add_dr):
+//   dR[u]      = sum_m3 g[m3][u] * TP(x_u, y)[m3]
+//   dyv[m2] += r[u] * sum_terms c * x[m1][u] * g[m3][u]   (lane partials of dY[m2], summed per path)
 template <typename T, typename V, int N>
 void tile_backward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, const T* cy, const T* x,
-                   const T* g, const T* r, T* dr, T* dy) {
+                   const T* g, const T* r, T* dr, bool add_dr, V* dyv) {
   constexpr int L = sizeof(V) / sizeof(T);
   const int32_t mul = p.mul, q0 = p.run_begin[kConvTPByM3], k0 = t.runs[q0].term_begin;
   V acc[N];
@@ -116,7 +132,7 @@ void tile_backward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, 
   }
   V rv[N];
   for (int j = 0; j < N; ++j) {
-    store(dr + u0 + j * L, acc[j]);
+    store(dr + u0 + j * L, add_dr ? load<V>(dr + u0 + j * L) + acc[j] : acc[j]);
     rv[j] = load<V>(r + u0 + j * L);
   }
   for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q) {
@@ -131,7 +147,7 @@ void tile_backward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, 
     }
     V sum = rv[0] * v[0];
     for (int j = 1; j < N; ++j) sum += rv[j] * v[j];
-    dy[p.y_offset + run.out] += lane_sum(sum);
+    dyv[run.out] += sum;
   }
 }
 
@@ -177,24 +193,33 @@ void forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt,
   }
 }
 
+// The most components of a spherical harmonic a path reads (l <= 7; checked by conv_tp_cpu.cpp).
+constexpr int kMaxD2 = 15;
+
 template <typename T>
-void backward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* xt,
-                  const T* gt, int64_t row, T* cy) {
-  const T* grow = gt + row * t.dim_mid;
-  for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
-    const T* x = xt + g.xindex[e] * t.dim_in1;
-    const T* r = radial_row(t, g, e);
-    T* dr = d.dR + e * t.weight_numel;
-    T* dy = d.dY + e * t.dim_sh;
-    for (int m = 0; m < t.dim_sh; ++m) dy[m] = 0;
-    for (int i = 0; i < t.num_paths; ++i) {
-      const ConvTPKernelPath& p = t.paths[i];
-      scale_terms(t, p, kConvTPByM3, g.Y + e * t.dim_sh, cy);
-#define FLASHMACE_TILE(V, N, U0) \
-  tile_backward<T, V, N>(t, p, U0, cy, x + p.x_offset, grow + p.mid_offset, r + p.w_offset, dr + p.w_offset, dy)
-      FLASHMACE_OVER_TILES(T, p.mul, FLASHMACE_TILE);
-#undef FLASHMACE_TILE
+void backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* xt,
+                   const T* gt, int64_t e, T* dr, bool add_dr, T* cy) {
+  using Vt = typename Simd<T>::V;
+  const T* grow = gt + g.edge_row[e] * t.dim_mid;
+  const T* x = xt + g.xindex[e] * t.dim_in1;
+  const T* r = radial_row(t, g, e);
+  T* dy = d.dY + e * t.dim_sh;
+  for (int m = 0; m < t.dim_sh; ++m) dy[m] = 0;
+  for (int i = 0; i < t.num_paths; ++i) {
+    const ConvTPKernelPath& p = t.paths[i];
+    scale_terms(t, p, kConvTPByM3, g.Y + e * t.dim_sh, cy);
+    Vt dyv[kMaxD2];
+    T dys[kMaxD2];
+    for (int m = 0; m < p.d2; ++m) {
+      dyv[m] = Vt{};
+      dys[m] = 0;
     }
+#define FLASHMACE_TILE(V, N, U0)                                                                          \
+  tile_backward<T, V, N>(t, p, U0, cy, x + p.x_offset, grow + p.mid_offset, r + p.w_offset, dr + p.w_offset, \
+                         add_dr, Partials<V, T>::of(dyv, dys))
+    FLASHMACE_OVER_TILES(T, p.mul, FLASHMACE_TILE);
+#undef FLASHMACE_TILE
+    for (int m = 0; m < p.d2; ++m) dy[p.y_offset + m] += lane_sum<T>(dyv[m]) + dys[m];
   }
 }
 
@@ -224,9 +249,9 @@ void x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPG
                            T* out_mu, T* cy) {                                                                 \
     forward_row(t, g, xt, row, out_mu, cy);                                                                    \
   }                                                                                                            \
-  void conv_tp_backward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,    \
-                            const T* xt, const T* gt, int64_t row, T* cy) {                                    \
-    backward_row(t, g, d, xt, gt, row, cy);                                                                    \
+  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,   \
+                             const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* cy) {                 \
+    backward_edge(t, g, d, xt, gt, e, dr, add_dr, cy);                                                         \
   }                                                                                                            \
   void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,      \
                           const T* gt, int64_t xr, T* dx_mu, T* cy) {                                          \

@@ -2,8 +2,8 @@
 // Fused message kernels of the conv tensor product (mace_spec.md 5.2), CPU and CUDA, float and double.
 //   forward:  agg[row] = sum_{e in row} TP(x[xindex[e]], Y[e], R[e])          (no [E, dim(mid)] tensor)
 //   backward: dR[e], dY[e] from dagg[row(e)]; dx[xindex[e]] += ... (optional)
-// R[e] stands for R[radial_index[e]] when a radial index is given; dR stays per edge (the specialised
-// CUDA kernels can also sum it per radial row: ConvTPGradients::dR_by_radial_row).
+// R[e] stands for R[radial_index[e]] when a radial index is given; dR stays per edge (the CPU and
+// specialised CUDA kernels can also sum it per radial row: ConvTPGradients::dR_by_radial_row).
 // Edges are sorted by receiver: the edges of output row r are row_ptr[r] .. row_ptr[r+1]-1, with
 // row_ptr[0] = 0 and row_ptr[nrows] = num_edges (indices relative to the first edge of the range).
 // Every output element is summed by one thread in a fixed order: results are deterministic.
@@ -75,7 +75,7 @@ template <typename T>
 struct ConvTPGradients {
   const T* dagg = nullptr;            // [nrows, dim_mid]
   T* dR = nullptr;                    // [num_edges, weight_numel], written (per edge, also with a radial index)
-  // Specialised CUDA kernels only: dR is [num_radial, weight_numel], zeroed by the caller, and each
+  // CPU and specialised CUDA kernels only: dR is [num_radial, weight_numel], zeroed by the caller, and each
   // edge's gradient is added to its radial row (atomically: with at most two edges per row, as for
   // reverse-edge pairs, 0 + a + b = 0 + b + a exactly, so the result is deterministic).
   bool dR_by_radial_row = false;

@@ -210,17 +210,21 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
   ConvTPEdgeGrads out;
   const ConvTPSpecialized* spec = op.specialized();
   const bool by_row = sum_dR_per_radial_row && in.radial_index.defined();
-  // The specialised kernels add each edge's dR into its row; the others write per edge, summed below.
-  const bool kernel_by_row = by_row && spec;
+  // The specialised CUDA kernels and the CPU kernels add each edge's dR into its row; the generic CUDA
+  // kernels write per edge, summed below.
+  const bool kernel_by_row = by_row && (spec || op.device().is_cpu());
   if (kernel_by_row && dR_rows.defined()) check_tensor(dR_rows, "dR_rows", op.dtype(), op.device(), in.R.size(0), d.weight_numel);
   out.dR = !kernel_by_row          ? at::empty({E, d.weight_numel}, in.Y.options())
            : dR_rows.defined()     ? dR_rows
                                    : at::zeros({in.R.size(0), d.weight_numel}, in.Y.options());
   out.dY = at::empty({E, d.dim_sh}, in.Y.options());
-  // Each edge's row, for the table-driven kernels that start from an edge (no search through row_ptr);
-  // the specialised ones start from rows and need scratch for partial dY and per-edge dx instead.
+  // Each edge's row, for the generic CUDA kernels that start from an edge (no search through row_ptr;
+  // the CPU kernels fill it themselves); the specialised ones start from rows and need scratch for
+  // partial dY and per-edge dx instead.
   const at::Tensor edge_row =
-      spec ? at::Tensor() : at::repeat_interleave(at::arange(nrows, in.row_ptr.options()), in.row_ptr.diff(), 0, E);
+      spec || op.device().is_cpu()
+          ? at::Tensor()
+          : at::repeat_interleave(at::arange(nrows, in.row_ptr.options()), in.row_ptr.diff(), 0, E);
   const at::Tensor dy_scratch = spec ? at::empty({E, spec->dy_scratch_columns()}, in.Y.options()) : at::Tensor();
   const at::Tensor dx_scratch =
       spec && dx.defined() ? at::empty({E, spec->dx_scratch_columns()}, in.Y.options()) : at::Tensor();
