@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/cpu_buffer_cache.h"
 #include "engine/step/fast_engine.h"
 #include "model/device.h"
 #include "model/edge_outputs.h"
@@ -79,6 +80,7 @@ class TensorEvaluator : public Evaluator {
     check_view(view, out, req);
     ++evaluations_;
     const StreamScope on_stream(device_.str(), stream_);
+    const CpuBufferCacheScope cpu_buffers(device_.is_cpu());
     const GraphTensors g = wrap_graph(view, device_);
     if (view.positions) {
       ListTensors list{g, list_image(view), view.nlocal};

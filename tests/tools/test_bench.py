@@ -96,3 +96,39 @@ def test_architectures_script_tables_each_preset(tmp_path):
         assert r["result"]["atoms"] == 32 and r["result"]["ms_per_step"] > 0 and np.isfinite(r["result"]["energy"])
     table = (out / "architectures.md").read_text()
     assert "| mp0b-small | 128x0e | 32 |" in table and "| off23-small | 96x0e | 32 |" in table
+
+
+def run_cpu_compare(tmp_path, *args):
+    """bench/cpu_compare.py in the venv's Python, one thread per runner: (its JSON, its stdout)."""
+    script = os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench", "cpu_compare.py")
+    out = tmp_path / "cpu_compare.json"
+    proc = subprocess.run([sys.executable, script, "--bench", BENCH, "--threads", "1", "--rounds", "1",
+                           "--json", str(out), *args], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_cpu_compare_times_flashmace_and_mace_torch_on_the_same_energies(tmp_path):
+    """bench/cpu_compare.py on the tiny model file (mace-torch: its preset rebuilt with the file's
+    weights), 2x2x2 cells: a row per runner and dtype, positive times, the ratio the quotient of the
+    medians, the same edges, and the float64 energies equal to round-off."""
+    report, stdout = run_cpu_compare(tmp_path, "--model", MODEL, "--cells", "2", "--dtype", "float32,float64")
+    rows = {(r["runner"], r["dtype"]): r for r in report["rows"]}
+    assert set(rows) == {(runner, dtype) for runner in ("flashmace", "mace-torch") for dtype in ("float32", "float64")}
+    for (runner, dtype), r in rows.items():
+        assert r["atoms"] == 32 and r["median_ms"] > 0 and r["min_ms"] > 0
+        assert r["edges"] == rows["flashmace", dtype]["edges"]
+        assert r["ratio_to_flashmace"] == pytest.approx(r["median_ms"] / rows["flashmace", dtype]["median_ms"])
+        assert f"| {runner} | {dtype} | 32 | {r['edges']} | " in stdout
+    # float64: the same model in two implementations; 1e-6 eV/atom leaves room for summation order only
+    assert rows["mace-torch", "float64"]["energy_diff_per_atom"] <= 1e-6
+    assert "mace-torch / flashmace (float64): " in stdout and "hardware: " in stdout
+
+
+def test_cpu_compare_builds_the_preset_for_both_runners(tmp_path):
+    """Without --model: the preset's random model built and exported, one 4-atom cell, float64."""
+    report, stdout = run_cpu_compare(tmp_path, "--preset", "tiny-cuni", "--seed", "3", "--cells", "1",
+                                     "--dtype", "float64")
+    assert [r["runner"] for r in report["rows"]] == ["flashmace", "mace-torch"]
+    assert report["rows"][1]["energy_diff_per_atom"] <= 1e-6
+    assert report["model"] == "tiny-cuni --seed 3"

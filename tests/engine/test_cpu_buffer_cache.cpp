@@ -1,0 +1,68 @@
+// The CPU buffer cache (engine/cpu_buffer_cache.h): inside a scope, a freed large block is handed out
+// again (same memory, no fresh pages), small blocks and allocations outside a scope bypass it, and
+// the cached bytes stay bounded and can be released. The engine's numbers with the cache are checked
+// by every CPU equivalence test (the evaluators run inside a scope).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "engine/cpu_buffer_cache.h"
+
+namespace flashmace {
+namespace {
+
+constexpr int64_t kLarge = 3 << 20;  // floats: 12 MiB
+
+TEST(CpuBufferCache, ReusesAFreedLargeBlockInsideAScope) {
+  release_cpu_buffer_cache();
+  const CpuBufferCacheStats before = cpu_buffer_cache_stats();
+  void* first = nullptr;
+  {
+    const CpuBufferCacheScope scope(true);
+    {
+      const at::Tensor a = at::empty({kLarge}, at::kFloat);
+      first = a.data_ptr();
+      EXPECT_EQ(cpu_buffer_cache_stats().live_bytes - before.live_bytes, kLarge * 4);
+    }
+    EXPECT_GE(cpu_buffer_cache_stats().cached_bytes, kLarge * 4);
+    // a request up to a quarter smaller takes the same block
+    const at::Tensor b = at::empty({kLarge - kLarge / 8}, at::kFloat);
+    EXPECT_EQ(b.data_ptr(), first);
+    b.fill_(2.0f);
+    EXPECT_EQ(b.sum().item<double>(), 2.0 * static_cast<double>(b.numel()));
+    EXPECT_EQ(cpu_buffer_cache_stats().hits, before.hits + 1);
+    // small blocks bypass it
+    const at::Tensor small = at::empty({1000}, at::kFloat);
+    EXPECT_EQ(cpu_buffer_cache_stats().hits + cpu_buffer_cache_stats().misses, before.hits + before.misses + 2);
+  }
+  // outside a scope, LibTorch's own allocator serves
+  const CpuBufferCacheStats after = cpu_buffer_cache_stats();
+  const at::Tensor c = at::empty({kLarge}, at::kFloat);
+  EXPECT_EQ(cpu_buffer_cache_stats().hits + cpu_buffer_cache_stats().misses, after.hits + after.misses);
+  EXPECT_EQ(cpu_buffer_cache_stats().live_bytes, before.live_bytes);
+  release_cpu_buffer_cache();
+  EXPECT_EQ(cpu_buffer_cache_stats().cached_bytes, 0);
+}
+
+TEST(CpuBufferCache, InactiveScopeAndNestedScopesLeaveTheAllocatorAsFound) {
+  const CpuBufferCacheStats before = cpu_buffer_cache_stats();
+  {
+    const CpuBufferCacheScope off(false);
+    const at::Tensor a = at::empty({kLarge}, at::kFloat);
+  }
+  EXPECT_EQ(cpu_buffer_cache_stats().misses, before.misses);
+  {
+    const CpuBufferCacheScope outer(true);
+    {
+      const CpuBufferCacheScope inner(true);
+    }
+    const at::Tensor a = at::empty({kLarge}, at::kFloat);  // still the cache's
+  }
+  EXPECT_EQ(cpu_buffer_cache_stats().hits + cpu_buffer_cache_stats().misses, before.hits + before.misses + 1);
+  const at::Tensor b = at::empty({kLarge}, at::kFloat);
+  EXPECT_EQ(cpu_buffer_cache_stats().hits + cpu_buffer_cache_stats().misses, before.hits + before.misses + 1);
+  release_cpu_buffer_cache();
+}
+
+}  // namespace
+}  // namespace flashmace
