@@ -27,6 +27,13 @@ function(flashmace_sanitized_library lib)
     endif()
   endforeach()
   add_library(${lib}_asan OBJECT ${files})
+  # Per-file options (the CPU kernels' instruction sets) live in lib's directory: copy them over.
+  foreach(source IN LISTS files)
+    get_source_file_property(options "${source}" DIRECTORY "${dir}" COMPILE_OPTIONS)
+    if(options)
+      set_source_files_properties("${source}" TARGET_DIRECTORY ${lib}_asan PROPERTIES COMPILE_OPTIONS "${options}")
+    endif()
+  endforeach()
   # lib itself for its usage requirements (include dirs, definitions, those of its public
   # dependencies), then its own settings and private dependencies; an OBJECT library links nothing.
   get_target_property(dependencies ${lib} LINK_LIBRARIES)

@@ -56,6 +56,8 @@ struct RowKernels {
 
 template <typename T>
 RowKernels<T> row_kernels() {
+  // (cpu_isa() names only instruction sets built into this binary)
+#if FLASHMACE_CPU_X86_VARIANTS
   switch (cpu_isa()) {
     case CpuIsa::avx512:
       return {cpu_avx512::conv_tp_forward_row, cpu_avx512::conv_tp_backward_edge, cpu_avx512::conv_tp_x_grad_row};
@@ -64,6 +66,9 @@ RowKernels<T> row_kernels() {
     case CpuIsa::portable:
       break;
   }
+#else
+  static_cast<void>(cpu_isa());
+#endif
   return {cpu_portable::conv_tp_forward_row, cpu_portable::conv_tp_backward_edge, cpu_portable::conv_tp_x_grad_row};
 }
 
