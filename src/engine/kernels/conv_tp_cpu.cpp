@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "core/error.h"
-
 #include "engine/kernels/conv_tp_cpu_rows.h"
 #include "engine/kernels/cpu_isa.h"
 
@@ -50,8 +49,7 @@ struct RowKernels {
   void (*forward)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const T*, int64_t, T*, T*);
   void (*backward)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const ConvTPGradients<T>&, const T*, const T*,
                    int64_t, T*, bool, T*);
-  void (*x_grad)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const ConvTPGradients<T>&, const T*, int64_t, T*,
-                 T*);
+  void (*x_grad)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const ConvTPGradients<T>&, const T*, int64_t, T*, T*);
 };
 
 template <typename T>
@@ -122,8 +120,7 @@ void check_harmonic_sizes(const ConvTPTables<T>& t) {
                   " exceed the kernels' l <= 7; evaluate this model with path reference");
 }
 
-}  // namespace
-
+// The most terms of one path in one contraction order (the size of the row kernels' cy scratch).
 template <typename T>
 int conv_tp_max_terms(const ConvTPTables<T>& t) {
   int n = 1;
@@ -135,6 +132,8 @@ int conv_tp_max_terms(const ConvTPTables<T>& t) {
     }
   return n;
 }
+
+}  // namespace
 
 template <typename T>
 void conv_tp_forward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* agg) {
@@ -198,8 +197,6 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
   });
 }
 
-template int conv_tp_max_terms<float>(const ConvTPTables<float>&);
-template int conv_tp_max_terms<double>(const ConvTPTables<double>&);
 template void conv_tp_forward_cpu<float>(const ConvTPTables<float>&, const ConvTPEdges<float>&, float*);
 template void conv_tp_forward_cpu<double>(const ConvTPTables<double>&, const ConvTPEdges<double>&, double*);
 template void conv_tp_backward_cpu<float>(const ConvTPTables<float>&, const ConvTPEdges<float>&,

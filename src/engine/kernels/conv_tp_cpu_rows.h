@@ -13,17 +13,13 @@
 
 namespace flashmace {
 
-// The most terms of one path in one contraction order (the size of the kernels' cy scratch).
-template <typename T>
-int conv_tp_max_terms(const ConvTPTables<T>& t);
-
-#define FLASHMACE_CONV_TP_CPU_ROWS(T)                                                                          \
-  void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt, int64_t row,       \
-                           T* out_mu, T* cy);                                                                 \
-  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,  \
-                             const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* cy);                \
-  void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,     \
-                          const T* gt, int64_t xr, T* dx_mu, T* cy);
+#define FLASHMACE_CONV_TP_CPU_ROWS(T)                                                                                  \
+  void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt, int64_t row, T* out_mu,     \
+                           T* cy);                                                                                     \
+  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,           \
+                             const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* cy);                          \
+  void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* gt, \
+                          int64_t xr, T* dx_mu, T* cy);
 
 namespace cpu_portable {
 FLASHMACE_CONV_TP_CPU_ROWS(float)

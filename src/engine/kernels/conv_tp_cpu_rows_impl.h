@@ -1,11 +1,10 @@
 #pragma once
 // The per-row conv TP kernels (conv_tp_cpu_rows.h) for one instruction set: a conv_tp_cpu_<isa>.cpp
-// defines FLASHMACE_CPU_ISA_NAMESPACE and FLASHMACE_CPU_VECTOR_BYTES and includes this file with its own compiler flags.
-// Each run's Wigner-3j terms are summed for a tile of channels held in vector registers; the
-// arithmetic per edge is conv_tp_core.h's with the channel loop innermost (only the order of the sums
-// over terms differs from the CUDA kernels: float64 round-off).
-// Everything here has internal linkage or lives in the ISA namespace, and no standard-library template
-// is instantiated: code compiled for one instruction set must never be linked in for another.
+// defines FLASHMACE_CPU_ISA_NAMESPACE and FLASHMACE_CPU_VECTOR_BYTES and includes this file with its own compiler
+// flags. Each run's Wigner-3j terms are summed for a tile of channels held in vector registers; the arithmetic per edge
+// is conv_tp_core.h's with the channel loop innermost (only the order of the sums over terms differs from the CUDA
+// kernels: float64 round-off). Everything here has internal linkage or lives in the ISA namespace, and no
+// standard-library template is instantiated: code compiled for one instruction set must never be linked in for another.
 #include "engine/kernels/conv_tp_cpu_rows.h"
 
 #if !defined(FLASHMACE_CPU_ISA_NAMESPACE) || !defined(FLASHMACE_CPU_VECTOR_BYTES)
@@ -90,7 +89,7 @@ template <typename T, typename V, int N, bool kUseA>
 inline void run_sum(const ConvTPTables<T>& t, const ConvTPKernelRun& run, int32_t k0, const T* cy, const T* v,
                     int32_t mul, int u0, V* s) {
   constexpr int L = sizeof(V) / sizeof(T);
-  for (int j = 0; j < N; ++j) s[j] = V{} ;
+  for (int j = 0; j < N; ++j) s[j] = V{};
   for (int32_t k = run.term_begin; k < run.term_end; ++k) {
     const T c = cy[k - k0];
     const T* va = v + (kUseA ? t.terms[k].a : t.terms[k].b) * mul + u0;
@@ -98,17 +97,19 @@ inline void run_sum(const ConvTPTables<T>& t, const ConvTPKernelRun& run, int32_
   }
 }
 
-// out[m3][u] += r[u] * TP(x_u, y)[m3] for one edge and path.
-template <typename T, typename V, int N>
-void tile_forward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, const T* cy, const T* x,
-                  const T* r, T* out) {
+// out[run.out][u] += r[u] * sum over the run's terms of cy[k] * v[term's input][u], for every run of
+// one edge and path in `order`: the forward message (by m3: v = x, out = agg) and the x gradient
+// (by m1: v = g, out = dx).
+template <typename T, typename V, int N, int order>
+void tile_runs(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, const T* cy, const T* v, const T* r,
+               T* out) {
   constexpr int L = sizeof(V) / sizeof(T);
   V rv[N];
   for (int j = 0; j < N; ++j) rv[j] = load<V>(r + u0 + j * L);
-  const int32_t q0 = p.run_begin[kConvTPByM3], k0 = t.runs[q0].term_begin;
-  for (int32_t q = q0; q < p.run_end[kConvTPByM3]; ++q) {
+  const int32_t q0 = p.run_begin[order], k0 = t.runs[q0].term_begin;
+  for (int32_t q = q0; q < p.run_end[order]; ++q) {
     V s[N];
-    run_sum<T, V, N, true>(t, t.runs[q], k0, cy, x, p.mul, u0, s);
+    run_sum<T, V, N, order == kConvTPByM3>(t, t.runs[q], k0, cy, v, p.mul, u0, s);
     T* o = out + t.runs[q].out * p.mul + u0;
     for (int j = 0; j < N; ++j) store(o + j * L, load<V>(o + j * L) + rv[j] * s[j]);
   }
@@ -118,8 +119,8 @@ void tile_forward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, c
 //   dR[u]      = sum_m3 g[m3][u] * TP(x_u, y)[m3]
 //   dyv[m2] += r[u] * sum_terms c * x[m1][u] * g[m3][u]   (lane partials of dY[m2], summed per path)
 template <typename T, typename V, int N>
-void tile_backward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, const T* cy, const T* x,
-                   const T* g, const T* r, T* dr, bool add_dr, V* dyv) {
+void tile_backward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, const T* cy, const T* x, const T* g,
+                   const T* r, T* dr, bool add_dr, V* dyv) {
   constexpr int L = sizeof(V) / sizeof(T);
   const int32_t mul = p.mul, q0 = p.run_begin[kConvTPByM3], k0 = t.runs[q0].term_begin;
   V acc[N];
@@ -151,30 +152,14 @@ void tile_backward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, 
   }
 }
 
-// dx[m1][u] += r[u] * sum_terms c * y[m2] * g[m3][u] for one edge and path.
-template <typename T, typename V, int N>
-void tile_x_grad(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, const T* cy, const T* g,
-                 const T* r, T* dx) {
-  constexpr int L = sizeof(V) / sizeof(T);
-  V rv[N];
-  for (int j = 0; j < N; ++j) rv[j] = load<V>(r + u0 + j * L);
-  const int32_t q0 = p.run_begin[kConvTPByM1], k0 = t.runs[q0].term_begin;
-  for (int32_t q = q0; q < p.run_end[kConvTPByM1]; ++q) {
-    V s[N];
-    run_sum<T, V, N, false>(t, t.runs[q], k0, cy, g, p.mul, u0, s);
-    T* o = dx + t.runs[q].out * p.mul + u0;
-    for (int j = 0; j < N; ++j) store(o + j * L, load<V>(o + j * L) + rv[j] * s[j]);
-  }
-}
-
 // CALL(V, N, u0) over the full tiles of kVecs vectors, then channel by channel (V = T) for the rest.
-#define FLASHMACE_OVER_TILES(T, mul, CALL)                                               \
-  do {                                                                                   \
-    using Vt = typename Simd<T>::V;                                                      \
-    constexpr int kTile = kVecs * static_cast<int>(sizeof(Vt) / sizeof(T));              \
-    int u0 = 0;                                                                          \
-    for (; u0 + kTile <= (mul); u0 += kTile) CALL(Vt, kVecs, u0);                        \
-    for (; u0 < (mul); ++u0) CALL(T, 1, u0);                                             \
+#define FLASHMACE_OVER_TILES(T, mul, CALL)                                  \
+  do {                                                                      \
+    using Vt = typename Simd<T>::V;                                         \
+    constexpr int kTile = kVecs * static_cast<int>(sizeof(Vt) / sizeof(T)); \
+    int u0 = 0;                                                             \
+    for (; u0 + kTile <= (mul); u0 += kTile) CALL(Vt, kVecs, u0);           \
+    for (; u0 < (mul); ++u0) CALL(T, 1, u0);                                \
   } while (0)
 
 template <typename T>
@@ -186,7 +171,7 @@ void forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt,
       const ConvTPKernelPath& p = t.paths[i];
       scale_terms(t, p, kConvTPByM3, g.Y + e * t.dim_sh, cy);
 #define FLASHMACE_TILE(V, N, U0) \
-  tile_forward<T, V, N>(t, p, U0, cy, x + p.x_offset, r + p.w_offset, out + p.mid_offset)
+  tile_runs<T, V, N, kConvTPByM3>(t, p, U0, cy, x + p.x_offset, r + p.w_offset, out + p.mid_offset)
       FLASHMACE_OVER_TILES(T, p.mul, FLASHMACE_TILE);
 #undef FLASHMACE_TILE
     }
@@ -214,9 +199,9 @@ void backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const Conv
       dyv[m] = Vt{};
       dys[m] = 0;
     }
-#define FLASHMACE_TILE(V, N, U0)                                                                          \
-  tile_backward<T, V, N>(t, p, U0, cy, x + p.x_offset, grow + p.mid_offset, r + p.w_offset, dr + p.w_offset, \
-                         add_dr, Partials<V, T>::of(dyv, dys))
+#define FLASHMACE_TILE(V, N, U0)                                                                                     \
+  tile_backward<T, V, N>(t, p, U0, cy, x + p.x_offset, grow + p.mid_offset, r + p.w_offset, dr + p.w_offset, add_dr, \
+                         Partials<V, T>::of(dyv, dys))
     FLASHMACE_OVER_TILES(T, p.mul, FLASHMACE_TILE);
 #undef FLASHMACE_TILE
     for (int m = 0; m < p.d2; ++m) dy[p.y_offset + m] += lane_sum<T>(dyv[m]) + dys[m];
@@ -224,8 +209,8 @@ void backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const Conv
 }
 
 template <typename T>
-void x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* gt,
-                int64_t xr, T* dx, T* cy) {
+void x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* gt, int64_t xr,
+                T* dx, T* cy) {
   for (int64_t j = d.x_ptr[xr]; j < d.x_ptr[xr + 1]; ++j) {
     const int64_t e = d.x_perm[j];
     const T* grow = gt + g.edge_row[e] * t.dim_mid;
@@ -233,7 +218,8 @@ void x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPG
     for (int i = 0; i < t.num_paths; ++i) {
       const ConvTPKernelPath& p = t.paths[i];
       scale_terms(t, p, kConvTPByM1, g.Y + e * t.dim_sh, cy);
-#define FLASHMACE_TILE(V, N, U0) tile_x_grad<T, V, N>(t, p, U0, cy, grow + p.mid_offset, r + p.w_offset, dx + p.x_offset)
+#define FLASHMACE_TILE(V, N, U0) \
+  tile_runs<T, V, N, kConvTPByM1>(t, p, U0, cy, grow + p.mid_offset, r + p.w_offset, dx + p.x_offset)
       FLASHMACE_OVER_TILES(T, p.mul, FLASHMACE_TILE);
 #undef FLASHMACE_TILE
     }
@@ -244,18 +230,18 @@ void x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPG
 
 }  // namespace
 
-#define FLASHMACE_DEFINE_ROWS(T)                                                                                \
-  void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt, int64_t row,        \
-                           T* out_mu, T* cy) {                                                                 \
-    forward_row(t, g, xt, row, out_mu, cy);                                                                    \
-  }                                                                                                            \
-  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,   \
-                             const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* cy) {                 \
-    backward_edge(t, g, d, xt, gt, e, dr, add_dr, cy);                                                         \
-  }                                                                                                            \
-  void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,      \
-                          const T* gt, int64_t xr, T* dx_mu, T* cy) {                                          \
-    x_grad_row(t, g, d, gt, xr, dx_mu, cy);                                                                    \
+#define FLASHMACE_DEFINE_ROWS(T)                                                                                       \
+  void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt, int64_t row, T* out_mu,     \
+                           T* cy) {                                                                                    \
+    forward_row(t, g, xt, row, out_mu, cy);                                                                            \
+  }                                                                                                                    \
+  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,           \
+                             const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* cy) {                         \
+    backward_edge(t, g, d, xt, gt, e, dr, add_dr, cy);                                                                 \
+  }                                                                                                                    \
+  void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* gt, \
+                          int64_t xr, T* dx_mu, T* cy) {                                                               \
+    x_grad_row(t, g, d, gt, xr, dx_mu, cy);                                                                            \
   }
 FLASHMACE_DEFINE_ROWS(float)
 FLASHMACE_DEFINE_ROWS(double)
