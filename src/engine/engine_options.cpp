@@ -115,6 +115,17 @@ const std::map<std::string, OptionSpec>& specs() {
        }}},
       {"tf32", {"use yes or no", [](O& o, V v) { return set_yes_no(v, &o.tf32); }}},
       {"reassociate", {"use yes or no", [](O& o, V v) { return set_yes_no(v, &o.reassociate); }}},
+      {"radial", {"use exact or spline", [](O& o, V v) {
+         static const char* const words[] = {"exact", "spline"};
+         static const RadialMode values[] = {RadialMode::Exact, RadialMode::Spline};
+         return set_word(v, words, values, &o.radial);
+       }}},
+      {"radial_intervals", {"use 0 (automatic) or 16 to 4096", [](O& o, V v) {
+         int64_t n = -1;
+         if (!set_count(v, &n) || (n != 0 && (n < 16 || n > 4096))) return false;
+         o.radial_intervals = n;
+         return true;
+       }}},
       {"radial_pairs", {"use auto, on or off", [](O& o, V v) {
          static const char* const words[] = {"auto", "on", "off"};
          static const Choice values[] = {Choice::Auto, Choice::On, Choice::Off};
@@ -139,8 +150,8 @@ const std::vector<std::string>& engine_option_keys() {
   // The order users read them in (the pair_style documentation's).
   static const std::vector<std::string> keys = {"device",      "dtype",        "head",       "path",
                                                 "edge_chunk",  "atom_chunk",   "memory",     "sc",
-                                                "tf32",        "reassociate",  "radial_pairs", "cuda_graph",
-                                                "side_stream"};
+                                                "tf32",        "reassociate",  "radial",     "radial_intervals",
+                                                "radial_pairs", "cuda_graph",  "side_stream"};
   return keys;
 }
 
@@ -166,6 +177,9 @@ void validate(const EngineOptions& o, const std::string& model_dtype) {
     throw OptionError(
         "tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
         "this evaluator is " + dtype + " on " + o.device);
+  if (o.path == EvaluationPath::Reference && o.radial == RadialMode::Spline)
+    throw OptionError("radial spline is a fast-path mode (the reference path runs the exact radial MLP); "
+                      "use path fast or radial exact");
 }
 
 double default_memory_budget(const std::string& device, int sharers) {

@@ -15,6 +15,7 @@ namespace flashmace {
 enum class EvaluationPath { Fast, Reference };
 enum class Dtype { FromModel, Float64, Float32 };  // FromModel: the model file's own dtype
 enum class Choice { Auto, On, Off };
+enum class RadialMode { Exact, Spline };
 
 struct EngineOptions {
   EvaluationPath path = EvaluationPath::Fast;
@@ -29,6 +30,11 @@ struct EngineOptions {
   ScExecutorKind sc = ScExecutorKind::Auto;  // symmetric-contraction executor
   bool tf32 = false;          // float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores
   bool reassociate = true;    // the first interaction per sender species (ops/first_layer.h)
+  // Spline: each layer's radial MLP read from a table made at load (ops/radial_spline.h), with its
+  // measured error logged; opt-in. radial_intervals: the table's intervals, 0 = the smallest power of
+  // two that meets kRadialSplineTolerance for the dtype.
+  RadialMode radial = RadialMode::Exact;
+  int64_t radial_intervals = 0;
   // One radial-MLP evaluation per pair of reverse edges (ops/radial_pairs.h). Auto: on the CPU and
   // in CUDA-graph steps; in eager GPU steps for chunks of at least kMinPairedChunkEdges, below which
   // the pairing's launches cost more than the halved MLP saves.
@@ -43,6 +49,12 @@ struct EngineOptions {
   // Messages the engine prints (the memory plan, graph captures); default: none.
   std::function<void(const std::string&)> log;
 };
+
+// The automatic table of `radial spline`: errors relative to the largest radial function value and
+// slope, per dtype (float32 forces carry ~1e-6 relative error of their own; float64 tables are
+// capped at 4,096 intervals, whatever error that leaves, which the load message states).
+constexpr double kRadialSplineTolerance32 = 1e-6;
+constexpr double kRadialSplineTolerance64 = 1e-10;
 
 // A value the parser refuses; what() is "<key> <value>: <what the key accepts>", for the front end
 // to prefix ("Illegal pair_style mace/flash ", "flashmace-bench: ").

@@ -132,3 +132,21 @@ def test_cpu_compare_builds_the_preset_for_both_runners(tmp_path):
     assert [r["runner"] for r in report["rows"]] == ["flashmace", "mace-torch"]
     assert report["rows"][1]["energy_diff_per_atom"] <= 1e-6
     assert report["model"] == "tiny-cuni --seed 3"
+
+
+def test_radial_spline_error_script_measures_the_tables(tmp_path):
+    # bench/radial_spline_error.py: float64 exact is the truth; automatic float64 tables are within
+    # ~1e-10 of it but not equal, float32 (exact or splined) within its own precision.
+    script = os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench", "radial_spline_error.py")
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, script, "--eval", os.environ["FLASHMACE_EVAL"], "--model", MODEL,
+                           "--cells", "2", "--json", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    rows = {(r["dtype"], r["radial"]): r for r in json.loads(out.read_text())}
+    assert set(rows) == {("float64", "spline"), ("float32", "exact"), ("float32", "spline")}
+    assert 0 < rows[("float64", "spline")]["force_error"] < 1e-8
+    assert 0 < rows[("float32", "exact")]["force_error"] < 1e-5
+    assert 0 < rows[("float32", "spline")]["force_error"] < 1e-5
+    for key in (("float64", "spline"), ("float32", "spline")):
+        assert len(rows[key]["tables"]) == 2 and "intervals" in rows[key]["tables"][0]
+    assert "| float32 | spline |" in proc.stdout

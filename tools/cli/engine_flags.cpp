@@ -14,6 +14,9 @@ const char* const kEngineFlagsUsage =
     "  --sc auto|specialized|generic    fast path: symmetric-contraction executor (default auto)\n"
     "  --tf32                           fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores\n"
     "  --no-reassociate                 fast path: the first interaction per edge, not per sender species\n"
+    "  --radial exact|spline            fast path: radial MLPs exact (default) or read from tables made at load,\n"
+    "                                   with their measured error printed (opt-in, docs/pair_style.md)\n"
+    "  --radial-intervals N             radial spline: the tables' intervals (default: the dtype's tolerance)\n"
     "  --radial-pairs auto|on|off       fast path: one radial MLP per pair of reverse edges (default auto)\n"
     "  --cuda-graph on|off              fast path on CUDA: replay steps that fit one chunk as CUDA graphs (on)\n"
     "  --side-stream on|off             fast path on CUDA: later layers' radial MLPs on a second stream (on)\n";

@@ -1,5 +1,6 @@
-// flashmace-eval: evaluate a flashmace model on one extended-XYZ structure with the reference
-// path and print energy, per-atom energies, forces and stress as one JSON object.
+// flashmace-eval: evaluate a flashmace model on one extended-XYZ structure (fast or reference
+// path) and print energy, per-atom energies, forces and stress as one JSON object (the engine's
+// messages on stderr).
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
+  // The engine's messages (its memory plan, radial spline tables) go to stderr, the JSON to stdout.
+  options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   try {
     const flashmace::ModelFile file = flashmace::ModelFile::load(model_path);
     const flashmace::Structure s = flashmace::read_extxyz(xyz_path);

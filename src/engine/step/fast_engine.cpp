@@ -35,6 +35,7 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     const bool reassociate = options_.reassociate && t == 0 && FirstLayerOp::applies(d);
     messages_.emplace_back(L, ConvTPOp(d, p_.options), options_.tf32, reassociate);
   }
+  if (options_.radial == RadialMode::Spline) build_radial_splines(file);
   for (int t = 0; t < c.num_interactions; ++t) {
     const InteractionParams& L = p_.layers[t];
     sc_.emplace_back(build_sc_descriptor(file, t), p_.options, options_.sc);
@@ -84,6 +85,28 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
   // and receivers to compare with: ten int64), the sorted vectors (float64 and model dtype), dE/dv
   // (model dtype, then float64 in the caller's order).
   costs_.resident_per_edge = 8.0 * 10 + 3 * (8.0 + s) + 3 * (s + 8.0);
+}
+
+void FastEngine::build_radial_splines(const ModelFile& file) {
+  // The tables come from the model in float64 whatever the run's dtype (radial_spline.h).
+  const MaceParams model64 = MaceParams::load(file, at::kDouble, at::kCPU);
+  const bool f32 = p_.options.dtype().toScalarType() == at::kFloat;
+  const double tolerance = f32 ? kRadialSplineTolerance32 : kRadialSplineTolerance64;
+  for (std::size_t t = 0; t < messages_.size(); ++t) {
+    MessageLayer& m = messages_[t];
+    const bool hidden_only = m.first.has_value();
+    m.spline.emplace(model64, fold_radial_mlp(model64.layers[t].radial_layers), hidden_only, options_.radial_intervals,
+                     tolerance, p_.options);
+    const RadialSplineAccuracy& a = m.spline->accuracy();
+    char line[400];
+    std::snprintf(line, sizeof(line),
+                  "radial spline: layer %zu, %lld %s on [0, %g] A (%.3g MB): max error %.2g of max |R| (values), "
+                  "%.2g of max |dR/dr| (slopes)",
+                  t, static_cast<long long>(a.intervals), hidden_only ? "intervals of its hidden layer" : "intervals",
+                  p_.config.r_max, m.spline->table_bytes() / 1e6, a.value_error / a.value_scale,
+                  a.slope_error / a.slope_scale);
+    if (options_.log) options_.log(line);
+  }
 }
 
 void FastEngine::update_plan(int64_t atoms, int64_t edges) {

@@ -127,6 +127,7 @@ class FastEngine {
   bool graphed_ = false;
   EvaluationCounters counters_;  // topology builds, graph captures and replays (pairs: pair_cache_)
 
+  void build_radial_splines(const ModelFile& file);  // radial spline: one table per layer
   void update_plan(int64_t atoms, int64_t edges);
   void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage);
   // The pairs of a captured step from graph_v64_: kept while still valid, else made anew and copied

@@ -47,6 +47,12 @@ void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& l
                            MessageChunkState* s, StageTimer* timer) {
   s->geometry = geometry.forward(in.vectors, in.z_sender, in.z_receiver);
   lap(timer, "edge_geometry");
+  if (layer.spline) {
+    const at::Tensor rows = in.pairs ? in.pairs->first : at::Tensor();
+    (layer.first ? s->hidden : s->radial) = layer.spline->forward(in.vectors, rows);
+    lap(timer, "radial_mlp");
+    return;
+  }
   const Tf32Scope tf32(layer.tf32);
   // With pairs, one MLP row per pair (its first edge's features, equal bit for bit to the second's).
   const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
@@ -115,8 +121,12 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
                                         const MessageEdgeGrads& grads, const at::Tensor& grad_density,
                                         StageTimer* timer) {
   const InteractionParams& L = *layer.params;
-  at::Tensor grad_ef;
-  {
+  at::Tensor grad_ef, grad_r;
+  if (layer.spline) {
+    at::Tensor g = layer.first ? grads.hidden : grads.radial;
+    if (in.pairs && layer.first) g = sum_pair_rows(*in.pairs, g);
+    grad_r = layer.spline->backward(in.vectors, in.pairs ? in.pairs->first : at::Tensor(), g);
+  } else {
     const Tf32Scope tf32(layer.tf32);
     // Through the output layer: per edge, or per shared row (dR already summed over its pair).
     at::Tensor grad_hidden = layer.first ? grads.hidden : at::mm(grads.radial, layer.radial.back().t());
@@ -125,9 +135,13 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
     grad_ef = radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden);
     if (in.pairs) grad_ef = grad_ef.index_select(0, in.pairs->index) * in.pairs->share;
   }
-  if (L.density) grad_ef = grad_ef + density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
+  if (L.density) {
+    const at::Tensor d = density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
+    grad_ef = grad_ef.defined() ? grad_ef + d : d;
+  }
   lap(timer, "radial_backward");
-  const at::Tensor gv = geometry.vjp(s.geometry, grads.harmonics, grad_ef);
+  at::Tensor gv = geometry.vjp(s.geometry, grads.harmonics, grad_ef);
+  if (grad_r.defined()) layer.spline->add_edge_gradient(in.vectors, in.pairs, grad_r, gv);
   lap(timer, "geometry_backward");
   s = MessageChunkState{};
   return gv;

@@ -13,6 +13,7 @@
 #include "engine/ops/edge_terms.h"
 #include "engine/ops/first_layer.h"
 #include "engine/ops/radial_pairs.h"
+#include "engine/ops/radial_spline.h"
 #include "model/mace_params.h"
 
 namespace flashmace {
@@ -60,6 +61,9 @@ struct MessageLayer {
   ConvTPOp tp;                        // its fused tensor-product kernels (conv_tp_op.h)
   bool tf32;                          // radial-MLP GEMMs on TF32 tensor cores (float32 on CUDA)
   std::optional<FirstLayerOp> first;  // set: the layer runs reassociated (no R, no per-edge TP)
+  // set (radial spline): R, or a reassociated layer's last hidden activation, read from a table
+  // instead of the MLP (no mlp_pre kept; the backward pass hands dE/dr to the edges directly).
+  std::optional<RadialSplineOp> spline;
 };
 
 // The part of a chunk's forward pass that needs only the edge vectors: geometry and radial MLP
