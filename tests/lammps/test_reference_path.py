@@ -121,3 +121,16 @@ def test_both_paths_and_small_chunks_in_lammps(tmp_path, style, nprocs):
 def test_float32_is_close_to_float64_reference(tmp_path):
     lmp = lammps_results(tmp_path, "small_l1", 1, style="dtype float32")
     assert_agree(lmp, reference_path(tmp_path, "small_l1"), TOL32, "small_l1 float32 vs float64 reference path")
+
+
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_radial_spline_is_close_to_the_exact_mlp(tmp_path, nprocs):
+    # radial spline (opt-in): the automatic float64 tables are within ~1e-10 of the radial MLP's
+    # largest value and slope, so LAMMPS's numbers stay within 1e-8 of the reference path on 1 and 2
+    # ranks (ghost rows and exchanges included), and the load message states the tables' error.
+    lmp = lammps_results(tmp_path, "small_l1", nprocs, style="radial spline")
+    ref = reference_path(tmp_path, "small_l1")
+    assert_agree(lmp, ref, 1e-8, f"small_l1 radial spline on {nprocs} ranks")
+    assert np.max(np.abs(lmp["forces"] - ref["forces"])) > 0  # a table, not the MLP
+    output = (tmp_path / "lammps.out").read_text()
+    assert output.count("radial spline: layer ") == 2 and "of max |dR/dr| (slopes)" in output
