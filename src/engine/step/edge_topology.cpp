@@ -55,6 +55,11 @@ int64_t padded_count(int64_t count, int64_t granule) {
   return (count + step - 1) / step * step;
 }
 
+at::Tensor receiver_element_key(const at::Tensor& receiver, const at::Tensor& sender, const at::Tensor& species,
+                                int64_t num_elements) {
+  return receiver * num_elements + species.index_select(0, sender);
+}
+
 EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const TopologyOptions& o,
                                  const at::Tensor& atomic_numbers) {
   static std::atomic<int64_t> builds{0};
@@ -82,10 +87,13 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
     receiver = at::cat({receiver, at::remainder(k, nlocal)});
     sender = at::cat({sender, at::remainder(k, t.atoms)});
   }
-  // Edges in receiver order (stable, so equal receivers keep the caller's order, padding last).
-  const auto sorted = at::sort(receiver, /*stable=*/true, 0, false);
+  // Edges in (receiver, sender element) order, stable (equal keys keep the caller's order, padding
+  // last): the first layer's per-element sums then flush once per element present in a row, not
+  // at every change of element along it (species_outer_core.h).
+  const auto sorted = at::sort(receiver_element_key(receiver, sender, g.species, atomic_numbers.size(0)),
+                               /*stable=*/true, 0, false);
   t.order = std::get<1>(sorted);
-  t.receiver = std::get<0>(sorted);
+  t.receiver = receiver.index_select(0, t.order);
   t.sender = sender.index_select(0, t.order);
   const at::Tensor z_node = atomic_numbers.index_select(0, g.species);
   t.z_sender = z_node.index_select(0, t.sender);

@@ -44,6 +44,11 @@ struct TopologyOptions {
   }
 };
 
+// The order edges are kept in: receiver * num_elements + species[sender] (species: element index
+// per node, [0, num_elements)).
+at::Tensor receiver_element_key(const at::Tensor& receiver, const at::Tensor& sender, const at::Tensor& species,
+                                int64_t num_elements);
+
 class EdgeTopology {
  public:
   // graph: species [ntotal], sender/receiver [E] int64 on one device, receivers < nlocal;

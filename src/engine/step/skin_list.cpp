@@ -87,15 +87,16 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   s.cutoff_ = cutoff;
   s.nlocal_ = list.nlocal;
   const int64_t ntotal = g.species.size(0);
-  // (the pair styles hand over lists grouped by receiver already: then one check, no sort)
+  // The list in the topology's (receiver, sender element) order (edge_topology.h); a list in that
+  // order already (the pair styles' lists, grouped by receiver, of one element) costs one check.
   const int64_t F = g.receiver.size(0);
-  if (F < 2 || (g.receiver.narrow(0, 1, F - 1) >= g.receiver.narrow(0, 0, F - 1)).all().item<bool>()) {
+  const at::Tensor key = receiver_element_key(g.receiver, g.sender, g.species, atomic_numbers.size(0));
+  if (F < 2 || (key.narrow(0, 1, F - 1) >= key.narrow(0, 0, F - 1)).all().item<bool>()) {
     s.f_order_ = at::arange(F, g.receiver.options());
     s.f_recv_ = g.receiver;
   } else {
-    const auto sorted = at::sort(g.receiver, /*stable=*/true, 0, false);
-    s.f_order_ = std::get<1>(sorted);
-    s.f_recv_ = std::get<0>(sorted);
+    s.f_order_ = std::get<1>(at::sort(key, /*stable=*/true, 0, false));
+    s.f_recv_ = g.receiver.index_select(0, s.f_order_);
   }
   s.f_send_ = g.sender.index_select(0, s.f_order_);
   s.f_image_ = list.image.to(at::kDouble).index_select(0, s.f_order_);
