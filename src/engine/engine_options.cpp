@@ -114,7 +114,11 @@ const std::map<std::string, OptionSpec>& specs() {
          return set_word(v, words, values, &o.sc);
        }}},
       {"tf32", {"use yes or no", [](O& o, V v) { return set_yes_no(v, &o.tf32); }}},
-      {"reassociate", {"use yes or no", [](O& o, V v) { return set_yes_no(v, &o.reassociate); }}},
+      {"reassociate", {"use auto, on or off", [](O& o, V v) {
+         static const char* const words[] = {"auto", "on", "off"};
+         static const Choice values[] = {Choice::Auto, Choice::On, Choice::Off};
+         return set_word(v, words, values, &o.reassociate);
+       }}},
       {"radial", {"use exact or spline", [](O& o, V v) {
          static const char* const words[] = {"exact", "spline"};
          static const RadialMode values[] = {RadialMode::Exact, RadialMode::Spline};

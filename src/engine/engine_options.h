@@ -17,6 +17,11 @@ enum class Dtype { FromModel, Float64, Float32 };  // FromModel: the model file'
 enum class Choice { Auto, On, Off };
 enum class RadialMode { Exact, Spline };
 
+// reassociate auto: the most elements present for which the reassociated first interaction runs. On
+// the H200 (MP-0-medium shape, float32, 4,000 and 62,500 atoms) it is faster up to 3 elements, even
+// at 5 and 1.08-1.10x slower at 8 (bench/RESULTS.md, 2026-12-04).
+constexpr int64_t kReassociateMaxElements = 5;
+
 struct EngineOptions {
   EvaluationPath path = EvaluationPath::Fast;
   Dtype dtype = Dtype::FromModel;
@@ -29,7 +34,11 @@ struct EngineOptions {
   int device_sharers = 1;     // processes that share the device (or the node's memory, on the CPU): they split its default budget
   ScExecutorKind sc = ScExecutorKind::Auto;  // symmetric-contraction executor
   bool tf32 = false;          // float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores
-  bool reassociate = true;    // the first interaction per sender species (ops/first_layer.h)
+  // The first interaction per sender element (ops/first_layer.h) where the model allows: On always,
+  // Off never, Auto while at most reassociate_max_elements elements are present in the structure
+  // (chosen per edge topology; beyond that the per-edge layer is faster, bench/RESULTS.md).
+  Choice reassociate = Choice::Auto;
+  int64_t reassociate_max_elements = kReassociateMaxElements;
   // Spline: each layer's radial MLP read from a table made at load (ops/radial_spline.h), with its
   // measured error logged; opt-in. radial_intervals: the table's intervals, 0 = the smallest power of
   // two that meets kRadialSplineTolerance for the dtype.

@@ -28,7 +28,7 @@ TEST(EngineOptions, EveryKeySetsItsField) {
       {"device", "cuda:1"}, {"dtype", "float32"},  {"head", "pt_head"},       {"path", "reference"},
       {"edge_chunk", "4096"},
       {"atom_chunk", "512"}, {"memory", "2.5"},    {"sc", "generic"},         {"tf32", "yes"},
-      {"reassociate", "no"}, {"radial", "spline"},   {"radial_intervals", "256"},
+      {"reassociate", "off"}, {"radial", "spline"},   {"radial_intervals", "256"},
       {"radial_pairs", "off"}, {"cuda_graph", "off"}, {"side_stream", "off"}};
   for (const auto& [key, value] : settings) EXPECT_TRUE(set_engine_option(o, key, value)) << key;
   EXPECT_EQ(o.device, "cuda:1");
@@ -40,7 +40,7 @@ TEST(EngineOptions, EveryKeySetsItsField) {
   EXPECT_DOUBLE_EQ(o.memory_bytes, 2.5e9);
   EXPECT_EQ(o.sc, ScExecutorKind::Generic);
   EXPECT_TRUE(o.tf32);
-  EXPECT_FALSE(o.reassociate);
+  EXPECT_EQ(o.reassociate, Choice::Off);
   EXPECT_EQ(o.radial, RadialMode::Spline);
   EXPECT_EQ(o.radial_intervals, 256);
   EXPECT_EQ(o.radial_pairs, Choice::Off);
@@ -62,6 +62,7 @@ TEST(EngineOptions, RefusalsNameTheKeyTheValueAndWhatItAccepts) {
   EXPECT_EQ(refusal("edge_chunk", "12abc"), "edge_chunk 12abc: use 0 (automatic) or more");
   EXPECT_EQ(refusal("memory", "-1"), "memory -1: a budget in GB, 0 = default");
   EXPECT_EQ(refusal("radial", "mlp"), "radial mlp: use exact or spline");
+  EXPECT_EQ(refusal("reassociate", "yes"), "reassociate yes: use auto, on or off");
   EXPECT_EQ(refusal("radial_intervals", "8"), "radial_intervals 8: use 0 (automatic) or 16 to 4096");
   EXPECT_EQ(refusal("memory", "nan"), "memory nan: a budget in GB, 0 = default");
   EXPECT_EQ(refusal("sc", "fastest"), "sc fastest: use auto, specialized or generic");

@@ -5,6 +5,7 @@
 // ghost-atom domain whose features travel through the exchanger.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -103,6 +104,38 @@ TEST(FastEngine, Tf32OutsideFloat32OnCudaIsAnError) {
             std::string::npos);
 }
 
+// reassociate auto: the first interaction per sender element while at most
+// reassociate_max_elements elements are present, else per edge, chosen again when a structure
+// brings another count; both equal the reference path.
+TEST(FastEngine, ReassociateAutoFollowsTheElementsPresent) {
+  const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file("scalar_l0"));
+  const Structure three = testing::reference_structure(ref, "bulk");
+  Structure two = three;  // the bulk (H, C, O) with its oxygens made hydrogens
+  const int z_first = *std::min_element(three.atomic_numbers.begin(), three.atomic_numbers.end());
+  const int z_last = *std::max_element(three.atomic_numbers.begin(), three.atomic_numbers.end());
+  for (int& z : two.atomic_numbers)
+    if (z == z_last) z = z_first;
+  EngineOptions o;
+  o.dtype = Dtype::Float64;
+  o.reassociate_max_elements = 2;
+  std::vector<std::string> said;
+  o.log = [&said](const std::string& line) {
+    if (line.rfind("first interaction: ", 0) == 0) said.push_back(line);
+  };
+  const ModelFile file = ModelFile::load(testing::exported_model("scalar_l0"));
+  const auto fast = make_evaluator(file, o);
+  const auto reference = evaluator("scalar_l0", "reference");
+  for (const Structure* s : std::initializer_list<const Structure*>{&three, &two, &three}) {
+    const Prediction want = evaluate_structure(*reference, *s);
+    testing::expect_same_prediction(evaluate_structure(*fast, *s), want, kEnergyRelTol, kAbsTol,
+                                     s == &two ? "two elements" : "three elements");
+  }
+  ASSERT_EQ(said.size(), 3u);
+  EXPECT_NE(said[0].find("per edge (3 elements present"), std::string::npos) << said[0];
+  EXPECT_NE(said[1].find("per sender element (2 elements present"), std::string::npos) << said[1];
+  EXPECT_NE(said[2].find("per edge (3 elements present"), std::string::npos) << said[2];
+}
+
 TEST(MemoryPlan, KeepsWhenTheIntermediatesFitElseRecomputes) {
   StageCosts c;
   c.kept_per_edge = 100;
@@ -142,7 +175,9 @@ TEST(FastEngine, KeptIntermediatesInSeveralChunksEqualReference) {
     std::string plan;
     o.path = EvaluationPath::Fast;
     o.memory_bytes = mib * 1024 * 1024;
-    o.log = [&](const std::string& line) { plan = line; };
+    o.log = [&](const std::string& line) {
+      if (line.rfind("flashmace fast engine:", 0) == 0) plan = line;
+    };
     const auto fast = make_evaluator(file, o);
     const Prediction got = evaluate_structure(*fast, s);
     long long atoms = 0, edges = 0, chunk = 0;

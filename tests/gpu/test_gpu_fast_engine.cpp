@@ -147,13 +147,15 @@ TEST_P(GpuFastCase, CudaGraphReplayFollowsReorderedAtoms) {
   std::vector<int> owner2 = owner;
   const int n = lg.nlocal;
   const LocalGraph lg2 = renumbered(lg, [n](int64_t i) { return i < n ? n - 1 - i : i; }, &owner2);
-  for (const std::string variant : {"default", "radial_pairs off", "side_stream off", "reassociate off", "sc generic"}) {
+  for (const std::string variant :
+       {"default", "radial_pairs off", "side_stream off", "reassociate off", "reassociate auto per edge", "sc generic"}) {
     EngineOptions o;
     o.device = "cuda";
     o.dtype = Dtype::Float64;
     if (variant == "radial_pairs off") o.radial_pairs = Choice::Off;
     if (variant == "side_stream off") o.side_stream = false;
-    if (variant == "reassociate off") o.reassociate = false;
+    if (variant == "reassociate off") o.reassociate = Choice::Off;
+    if (variant == "reassociate auto per edge") o.reassociate_max_elements = 1;  // (the bulk has more)
     if (variant == "sc generic") o.sc = ScExecutorKind::Generic;
     int captures = 0;
     o.log = [&captures](const std::string& line) { captures += line.find("CUDA graph captured") != std::string::npos; };

@@ -133,4 +133,5 @@ def test_radial_spline_is_close_to_the_exact_mlp(tmp_path, nprocs):
     assert_agree(lmp, ref, 1e-8, f"small_l1 radial spline on {nprocs} ranks")
     assert np.max(np.abs(lmp["forces"] - ref["forces"])) > 0  # a table, not the MLP
     output = (tmp_path / "lammps.out").read_text()
-    assert output.count("radial spline: layer ") == 2 and "of max |dR/dr| (slopes)" in output
+    # layers 0 and 1, and layer 0 per edge (reassociate auto keeps both first layers)
+    assert output.count("radial spline: layer ") == 3 and "of max |dR/dr| (slopes)" in output

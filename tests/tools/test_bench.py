@@ -148,5 +148,6 @@ def test_radial_spline_error_script_measures_the_tables(tmp_path):
     assert 0 < rows[("float32", "exact")]["force_error"] < 1e-5
     assert 0 < rows[("float32", "spline")]["force_error"] < 1e-5
     for key in (("float64", "spline"), ("float32", "spline")):
-        assert len(rows[key]["tables"]) == 2 and "intervals" in rows[key]["tables"][0]
+        # layers 0 and 1, and layer 0 per edge (reassociate auto keeps both first layers)
+        assert len(rows[key]["tables"]) == 3 and "intervals" in rows[key]["tables"][0]
     assert "| float32 | spline |" in proc.stdout

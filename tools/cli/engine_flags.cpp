@@ -13,7 +13,8 @@ const char* const kEngineFlagsUsage =
     "  --memory GB                      fast path: working-memory budget (default: 1/2 of the free memory on CPU, 3/4 on a GPU)\n"
     "  --sc auto|specialized|generic    fast path: symmetric-contraction executor (default auto)\n"
     "  --tf32                           fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores\n"
-    "  --no-reassociate                 fast path: the first interaction per edge, not per sender species\n"
+    "  --reassociate auto|on|off        fast path: the first interaction per sender element (auto: up to 5\n"
+    "                                   elements present, default); --no-reassociate = --reassociate off\n"
     "  --radial exact|spline            fast path: radial MLPs exact (default) or read from tables made at load,\n"
     "                                   with their measured error printed (opt-in, docs/pair_style.md)\n"
     "  --radial-intervals N             radial spline: the tables' intervals (default: the dtype's tolerance)\n"
@@ -24,7 +25,7 @@ const char* const kEngineFlagsUsage =
 bool set_cli_engine_option(EngineOptions& options, int argc, char** argv, int* i) {
   const std::string flag = argv[*i];
   if (flag == "--tf32") return set_engine_option(options, "tf32", "yes");
-  if (flag == "--no-reassociate") return set_engine_option(options, "reassociate", "no");
+  if (flag == "--no-reassociate") return set_engine_option(options, "reassociate", "off");
   if (flag.rfind("--", 0) != 0) return false;
   std::string key = flag.substr(2);
   std::replace(key.begin(), key.end(), '-', '_');

@@ -31,9 +31,12 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
   for (std::size_t t = 0; t < p_.layers.size(); ++t) {
     const InteractionParams& L = p_.layers[t];
     ConvTPDescriptor d = ConvTPDescriptor::build(L.in, p_.sh, L.tp);
-    // The first layer's features depend only on the species: reassociated (first_layer.h).
-    const bool reassociate = options_.reassociate && t == 0 && FirstLayerOp::applies(d);
+    // The first layer's features depend only on the species: reassociated (first_layer.h), and with
+    // reassociate auto also kept per edge, for structures of many elements (choose_first_layer).
+    const bool reassociate = options_.reassociate != Choice::Off && t == 0 && FirstLayerOp::applies(d);
     messages_.emplace_back(L, ConvTPOp(d, p_.options), options_.tf32, reassociate);
+    if (reassociate && options_.reassociate == Choice::Auto)
+      per_edge_first_.emplace(L, messages_.back().tp, options_.tf32, false);
   }
   if (options_.radial == RadialMode::Spline) build_radial_splines(file);
   for (int t = 0; t < c.num_interactions; ++t) {
@@ -54,8 +57,9 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     double hidden = 0;
     for (std::size_t k = 0; k + 1 < L.radial_layers.size(); ++k)
       hidden += static_cast<double>(L.radial_layers[k].size(1));
-    // A reassociated layer keeps the last hidden activation instead of R and has no x-gradient.
-    const bool first = messages_[t].first.has_value();
+    // A reassociated layer keeps the last hidden activation instead of R and has no x-gradient
+    // (with reassociate auto the larger per-edge layer is planned for).
+    const bool first = messages_[t].first.has_value() && !(t == 0 && per_edge_first_);
     const double last = static_cast<double>(L.radial_layers.back().size(0));
     const double mid = L.tp.mid.dim(), W = first ? last : L.tp.weight_numel, in = first ? 0.0 : L.in.dim();
     const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
@@ -92,21 +96,40 @@ void FastEngine::build_radial_splines(const ModelFile& file) {
   const MaceParams model64 = MaceParams::load(file, at::kDouble, at::kCPU);
   const bool f32 = p_.options.dtype().toScalarType() == at::kFloat;
   const double tolerance = f32 ? kRadialSplineTolerance32 : kRadialSplineTolerance64;
-  for (std::size_t t = 0; t < messages_.size(); ++t) {
-    MessageLayer& m = messages_[t];
+  std::vector<std::pair<std::size_t, MessageLayer*>> layers;
+  for (std::size_t t = 0; t < messages_.size(); ++t) layers.emplace_back(t, &messages_[t]);
+  if (per_edge_first_) layers.emplace_back(0, &*per_edge_first_);
+  for (const auto& [t, layer] : layers) {
+    MessageLayer& m = *layer;
     const bool hidden_only = m.first.has_value();
     m.spline.emplace(model64, fold_radial_mlp(model64.layers[t].radial_layers), hidden_only, options_.radial_intervals,
                      tolerance, p_.options);
     const RadialSplineAccuracy& a = m.spline->accuracy();
+    const std::string name = "layer " + std::to_string(t) + (per_edge_first_ && layer == &*per_edge_first_ ? " per edge" : "");
     char line[400];
     std::snprintf(line, sizeof(line),
-                  "radial spline: layer %zu, %lld %s on [0, %g] A (%.3g MB): max error %.2g of max |R| (values), "
+                  "radial spline: %s, %lld %s on [0, %g] A (%.3g MB): max error %.2g of max |R| (values), "
                   "%.2g of max |dR/dr| (slopes)",
-                  t, static_cast<long long>(a.intervals), hidden_only ? "intervals of its hidden layer" : "intervals",
+                  name.c_str(), static_cast<long long>(a.intervals),
+                  hidden_only ? "intervals of its hidden layer" : "intervals",
                   p_.config.r_max, m.spline->table_bytes() / 1e6, a.value_error / a.value_scale,
                   a.slope_error / a.slope_scale);
     if (options_.log) options_.log(line);
   }
+}
+
+void FastEngine::choose_first_layer() {
+  if (!per_edge_first_ || topology_.present.empty()) return;
+  const auto elements = static_cast<int64_t>(topology_.present.size());
+  const bool reassociate = elements <= options_.reassociate_max_elements;
+  if (first_layer_chosen_ && reassociate == reassociated_first_) return;
+  if (first_layer_chosen_) graph_.reset();  // (a captured step runs the other layer)
+  first_layer_chosen_ = true;
+  reassociated_first_ = reassociate;
+  if (options_.log)
+    options_.log(std::string("first interaction: ") + (reassociate ? "per sender element" : "per edge") + " (" +
+                 std::to_string(elements) + " elements present; reassociate auto: per element up to " +
+                 std::to_string(options_.reassociate_max_elements) + ")");
 }
 
 void FastEngine::update_plan(int64_t atoms, int64_t edges) {
@@ -137,6 +160,7 @@ void FastEngine::update_topology(const GraphTensors& g, int64_t nlocal, const To
     topology_ = std::move(t);
     graph_.reset();
   }
+  choose_first_layer();
 }
 
 // The caller's edge vectors in topology_'s order, float64. Padding edges get a vector beyond every

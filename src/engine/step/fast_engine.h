@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "engine/ops/edge_geometry_op.h"
@@ -91,6 +92,13 @@ class FastEngine {
   at::Tensor hu0_table_;                // [Z, dim(in_0)]: their linear_up
   EdgeGeometryOp geometry_;             // harmonics and radial features of the edges
   std::vector<MessageLayer> messages_;  // per layer: folded radial MLP, fused tensor-product kernels
+  // reassociate auto: the first layer per edge too, run instead of messages_[0] when the topology
+  // has more elements than options_.reassociate_max_elements (choose_first_layer).
+  std::optional<MessageLayer> per_edge_first_;
+  bool first_layer_chosen_ = false, reassociated_first_ = true;
+  const MessageLayer& message_layer(int t) const {
+    return t == 0 && per_edge_first_ && !reassociated_first_ ? *per_edge_first_ : messages_[t];
+  }
   std::vector<ScOp> sc_;                // per layer: the symmetric-contraction executor
   std::vector<IrrepsLinear> up_;        // per layer: linear_up
   std::vector<IrrepsLinear> project_;   // per layer: the linear after the message sum (mid -> target)
@@ -128,6 +136,7 @@ class FastEngine {
   EvaluationCounters counters_;  // topology builds, graph captures and replays (pairs: pair_cache_)
 
   void build_radial_splines(const ModelFile& file);  // radial spline: one table per layer
+  void choose_first_layer();  // reassociate auto: per element or per edge, from topology_'s elements
   void update_plan(int64_t atoms, int64_t edges);
   void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage);
   // The pairs of a captured step from graph_v64_: kept while still valid, else made anew and copied

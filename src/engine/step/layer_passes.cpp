@@ -87,7 +87,7 @@ void FastEngine::prepare_radials_beside(StepState& s) {
   side_.run([&] {
     for (int t = 1; t < T; ++t)
       for (std::size_t k = 0; k < nchunks; ++k)
-        message_chunk_prepare(geometry_, messages_[t], message_input(s, k, t, at::Tensor()), &s.layers[t].edges[k]);
+        message_chunk_prepare(geometry_, message_layer(t), message_input(s, k, t, at::Tensor()), &s.layers[t].edges[k]);
   });
   for (int t = 1; t < T; ++t)
     for (const MessageChunkState& st : s.layers[t].edges) {
@@ -136,7 +136,7 @@ void FastEngine::forward_layer(StepState& s, int t) {
     if (!prepared.empty()) state = std::move(prepared[k]);  // prepared on the side stream
     lap(timer_, "edges_forward");
     const MessageChunkOutput out =
-        message_chunk_forward(geometry_, messages_[t], message_input(s, k, t, S.hu), &state, true, timer_);
+        message_chunk_forward(geometry_, message_layer(t), message_input(s, k, t, S.hu), &state, true, timer_);
     // Split projection (DESIGN.md idea 3): the linear commutes with the sum over edges, so each
     // chunk's partial sums are projected right away and the [nlocal, dim(mid)] sum never exists.
     project_[t].forward_into(out.aggregate, S.mlin.narrow(0, ch.row0, ch.nrows), /*accumulate=*/!one_chunk);
@@ -198,22 +198,22 @@ void FastEngine::backward_edges(StepState& s, int t, at::Tensor* dhu) {
     if (s.keep)
       state = std::move(S.edges[k]);
     else
-      message_chunk_forward(geometry_, messages_[t], in, &state, /*aggregate=*/false, timer_);
+      message_chunk_forward(geometry_, message_layer(t), in, &state, /*aggregate=*/false, timer_);
     // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
     const at::Tensor dagg = project_[t].transpose(S.dmlin.narrow(0, ch.row0, ch.nrows));
     const at::Tensor dd = L.density ? S.ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
     lap(timer_, "edges_backward");
-    const MessageEdgeGrads grads = message_chunk_backward_messages(messages_[t], in, state, dagg, dhu, timer_);
+    const MessageEdgeGrads grads = message_chunk_backward_messages(message_layer(t), in, state, dagg, dhu, timer_);
     if (s.beside && t > 0) {
       for (const at::Tensor& x : {grads.radial, grads.hidden, grads.harmonics, dd}) side_.share(x);
       side_.run([&] {
-        const at::Tensor gv = message_chunk_backward_edges(geometry_, messages_[t], in, state, grads, dd);
+        const at::Tensor gv = message_chunk_backward_edges(geometry_, message_layer(t), in, state, grads, dd);
         s.side_grad_v[k] = s.side_grad_v[k].defined() ? s.side_grad_v[k].add_(gv) : gv;
       });
       side_.share(s.side_grad_v[k]);
     } else {
       s.grad_v.narrow(0, ch.begin, ch.count)
-          .add_(message_chunk_backward_edges(geometry_, messages_[t], in, state, grads, dd, timer_));
+          .add_(message_chunk_backward_edges(geometry_, message_layer(t), in, state, grads, dd, timer_));
     }
   }
   S.edges.clear();
@@ -227,12 +227,12 @@ void FastEngine::backward_layer(StepState& s, int t) {
   if (!s.gh.defined()) s.gh = at::zeros({nlocal, L.out.dim()}, p_.options);
   at::Tensor dh = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
   // The zeros the conv TP backward sums dR into are cleared on the side stream meanwhile.
-  const bool dR_ahead = s.beside && t > 0 && !messages_[t].first;
+  const bool dR_ahead = s.beside && t > 0 && !message_layer(t).first;
   if (dR_ahead) {
     side_.run([&] {
       for (std::size_t k = 0; k < S.edges.size(); ++k)
         S.edges[k].dR_rows =
-            conv_tp_dR_rows(messages_[t].tp, S.edges[k].radial, s.pairs && (*s.pairs)[k].index.defined());
+            conv_tp_dR_rows(message_layer(t).tp, S.edges[k].radial, s.pairs && (*s.pairs)[k].index.defined());
     });
     for (const MessageChunkState& st : S.edges) side_.share(st.dR_rows);
   }

@@ -63,6 +63,7 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
     graph_pairs_ = skin->pairs;
     graph_v64_ = at::empty({topology_.padded_edges, 3}, positions.options());
   }
+  choose_first_layer();
   positions_ = at::empty_like(positions);
   cell_ = cell;
   skin_ = std::move(skin);
