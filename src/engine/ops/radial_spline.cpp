@@ -156,6 +156,26 @@ struct SortedRows {
 
 }  // namespace
 
+namespace {
+
+// Runs cuda(rows, stream) or cpu(rows) on the rows of `vectors` / `first`, sorted by interval.
+template <typename T, typename Cuda, typename Cpu>
+void on_sorted_rows(const RadialSplineArgs<T>& a, const at::Tensor& vectors, const Cuda& cuda, const Cpu& cpu) {
+#if FLASHMACE_CUDA_KERNELS
+  const c10::cuda::OptionalCUDAGuard guard(vectors.is_cuda() ? std::optional<at::Device>(vectors.device())
+                                                              : std::nullopt);
+#endif
+  const SortedRows<T> sorted(a, vectors);
+#if FLASHMACE_CUDA_KERNELS
+  if (vectors.is_cuda()) return cuda(sorted.rows, stream_of(vectors));
+#else
+  (void)cuda;  // (SortedRows refused CUDA tensors already)
+#endif
+  cpu(sorted.rows);
+}
+
+}  // namespace
+
 at::Tensor RadialSplineOp::forward(const at::Tensor& vectors_in, const at::Tensor& first) const {
   const at::Tensor vectors = vectors_in.contiguous();
   check_inputs(table_, vectors, first);
@@ -163,18 +183,11 @@ at::Tensor RadialSplineOp::forward(const at::Tensor& vectors_in, const at::Tenso
   at::Tensor out = at::empty({rows, width_}, vectors.options());
   AT_DISPATCH_FLOATING_TYPES(vectors.scalar_type(), "radial_spline_forward", [&] {
     const auto a = args_for<scalar_t>(table_, width_, spacing_, vectors, first);
-#if FLASHMACE_CUDA_KERNELS
-    const c10::cuda::OptionalCUDAGuard guard(vectors.is_cuda() ? std::optional<at::Device>(vectors.device())
-                                                                : std::nullopt);
-#endif
-    const SortedRows<scalar_t> sorted(a, vectors);
-#if FLASHMACE_CUDA_KERNELS
-    if (vectors.is_cuda()) {
-      radial_spline_forward_cuda(a, sorted.rows, out.data_ptr<scalar_t>(), stream_of(vectors));
-      return;
-    }
-#endif
-    radial_spline_forward_cpu(a, sorted.rows, out.data_ptr<scalar_t>());
+    scalar_t* o = out.data_ptr<scalar_t>();
+    on_sorted_rows(
+        a, vectors,
+        [&](const RadialSplineRows<scalar_t>& r, void* stream) { radial_spline_forward_cuda(a, r, o, stream); },
+        [&](const RadialSplineRows<scalar_t>& r) { radial_spline_forward_cpu(a, r, o); });
   });
   return out;
 }
@@ -190,19 +203,12 @@ at::Tensor RadialSplineOp::backward(const at::Tensor& vectors_in, const at::Tens
   at::Tensor dr = at::empty({rows}, vectors.options());
   AT_DISPATCH_FLOATING_TYPES(vectors.scalar_type(), "radial_spline_backward", [&] {
     const auto a = args_for<scalar_t>(table_, width_, spacing_, vectors, first);
-#if FLASHMACE_CUDA_KERNELS
-    const c10::cuda::OptionalCUDAGuard guard(vectors.is_cuda() ? std::optional<at::Device>(vectors.device())
-                                                                : std::nullopt);
-#endif
-    const SortedRows<scalar_t> sorted(a, vectors);
-#if FLASHMACE_CUDA_KERNELS
-    if (vectors.is_cuda()) {
-      radial_spline_backward_cuda(a, sorted.rows, grad.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>(),
-                                  stream_of(vectors));
-      return;
-    }
-#endif
-    radial_spline_backward_cpu(a, sorted.rows, grad.data_ptr<scalar_t>(), dr.data_ptr<scalar_t>());
+    const scalar_t* g = grad.data_ptr<scalar_t>();
+    scalar_t* d = dr.data_ptr<scalar_t>();
+    on_sorted_rows(
+        a, vectors,
+        [&](const RadialSplineRows<scalar_t>& r, void* stream) { radial_spline_backward_cuda(a, r, g, d, stream); },
+        [&](const RadialSplineRows<scalar_t>& r) { radial_spline_backward_cpu(a, r, g, d); });
   });
   return dr;
 }
