@@ -113,7 +113,11 @@ const std::map<std::string, OptionSpec>& specs() {
                                                  ScExecutorKind::Generic};
          return set_word(v, words, values, &o.sc);
        }}},
-      {"tf32", {"use yes or no", [](O& o, V v) { return set_yes_no(v, &o.tf32); }}},
+      {"tf32", {"use auto, yes or no", [](O& o, V v) {
+         static const char* const words[] = {"auto", "yes", "no"};
+         static const Choice values[] = {Choice::Auto, Choice::On, Choice::Off};
+         return set_word(v, words, values, &o.tf32);
+       }}},
       {"reassociate", {"use auto, on or off", [](O& o, V v) {
          static const char* const words[] = {"auto", "on", "off"};
          static const Choice values[] = {Choice::Auto, Choice::On, Choice::Off};
@@ -177,9 +181,9 @@ void validate(const EngineOptions& o, const std::string& model_dtype) {
   if (o.memory_bytes < 0) throw OptionError("The memory budget must be positive (0 = default)");
   if (o.device_sharers < 1) throw OptionError("device_sharers must be at least 1");
   const std::string dtype = resolved_dtype(o, model_dtype);
-  if (o.path == EvaluationPath::Fast && o.tf32 && (dtype != "float32" || o.device == "cpu"))
+  if (o.path == EvaluationPath::Fast && o.tf32 == Choice::On && (dtype != "float32" || o.device == "cpu"))
     throw OptionError(
-        "tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
+        "tf32 yes needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
         "this evaluator is " + dtype + " on " + o.device);
   if (o.path == EvaluationPath::Reference && o.radial == RadialMode::Spline)
     throw OptionError("radial spline is a fast-path mode (the reference path runs the exact radial MLP); "

@@ -33,7 +33,11 @@ struct EngineOptions {
   double memory_bytes = 0;    // working-memory budget; 0 = default (default_memory_budget)
   int device_sharers = 1;     // processes that share the device (or the node's memory, on the CPU): they split its default budget
   ScExecutorKind sc = ScExecutorKind::Auto;  // symmetric-contraction executor
-  bool tf32 = false;          // float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores
+  // Tensor cores for the radial MLP in float32 on CUDA. Auto: its output layer in split TF32
+  // (ops/split_tf32_linear.h: three TF32 products per float32 one, float32's accuracy) where the
+  // device and the layer's shape allow; On: every radial-MLP GEMM in plain TF32 (~1e-3 relative force
+  // error, opt-in); Off: FP32 cores only.
+  Choice tf32 = Choice::Auto;
   // The first interaction per sender element (ops/first_layer.h) where the model allows: On always,
   // Off never, Auto while at most reassociate_max_elements elements are present in the structure
   // (chosen per edge topology; beyond that the per-edge layer is faster, bench/RESULTS.md).

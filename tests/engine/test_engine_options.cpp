@@ -39,7 +39,7 @@ TEST(EngineOptions, EveryKeySetsItsField) {
   EXPECT_EQ(o.atom_chunk, 512);
   EXPECT_DOUBLE_EQ(o.memory_bytes, 2.5e9);
   EXPECT_EQ(o.sc, ScExecutorKind::Generic);
-  EXPECT_TRUE(o.tf32);
+  EXPECT_EQ(o.tf32, Choice::On);
   EXPECT_EQ(o.reassociate, Choice::Off);
   EXPECT_EQ(o.radial, RadialMode::Spline);
   EXPECT_EQ(o.radial_intervals, 256);
@@ -66,7 +66,7 @@ TEST(EngineOptions, RefusalsNameTheKeyTheValueAndWhatItAccepts) {
   EXPECT_EQ(refusal("radial_intervals", "8"), "radial_intervals 8: use 0 (automatic) or 16 to 4096");
   EXPECT_EQ(refusal("memory", "nan"), "memory nan: a budget in GB, 0 = default");
   EXPECT_EQ(refusal("sc", "fastest"), "sc fastest: use auto, specialized or generic");
-  EXPECT_EQ(refusal("tf32", "on"), "tf32 on: use yes or no");
+  EXPECT_EQ(refusal("tf32", "on"), "tf32 on: use auto, yes or no");
   EXPECT_EQ(refusal("radial_pairs", "sometimes"), "radial_pairs sometimes: use auto, on or off");
   EXPECT_EQ(refusal("cuda_graph", "yes"), "cuda_graph yes: use on or off");
 }
@@ -74,9 +74,9 @@ TEST(EngineOptions, RefusalsNameTheKeyTheValueAndWhatItAccepts) {
 TEST(EngineOptions, CombinationsAreCheckedOnceWhenTheEvaluatorIsMade) {
   const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
   EngineOptions o;
-  o.tf32 = true;  // on the CPU, in the model's float64
+  o.tf32 = Choice::On;  // on the CPU, in the model's float64
   EXPECT_NE(testing::error_of([&] { make_evaluator(file, o); })
-                .find("tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor "
+                .find("tf32 yes needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor "
                       "cores); this evaluator is float64 on cpu"),
             std::string::npos);
   o = EngineOptions();

@@ -97,10 +97,10 @@ INSTANTIATE_TEST_SUITE_P(SharedReference, FastEngineCase, ::testing::ValuesIn(ca
 TEST(FastEngine, Tf32OutsideFloat32OnCudaIsAnError) {
   EngineOptions o;
   o.dtype = Dtype::Float64;
-  o.tf32 = true;
+  o.tf32 = Choice::On;
   EXPECT_NE(testing::error_of([&] {
               make_evaluator(ModelFile::load(testing::exported_model("small_l1")), o);
-            }).find("tf32 needs dtype float32 on a CUDA device"),
+            }).find("tf32 yes needs dtype float32 on a CUDA device"),
             std::string::npos);
 }
 

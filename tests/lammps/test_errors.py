@@ -108,7 +108,7 @@ BAD_DECKS = [
     ("model_reissued_without_the_elements", deck(extra=f"run 0\npair_style mace/flash\npair_coeff * * {SCALAR_L0} Cu Ni"),
      f"Pair style mace/flash: element Cu (atom type 1) is not in the model {SCALAR_L0}, which has: H C O"),
     ("tf32_on_cpu", deck(pair=f"pair_style mace/flash tf32 yes\npair_coeff * * {TINY} Cu Ni"),
-     "tf32 needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
+     "tf32 yes needs dtype float32 on a CUDA device (it lets the radial-MLP GEMMs use TF32 tensor cores); "
      "this evaluator is float64 on cpu"),
     ("unknown_keyword", deck(pair="pair_style mace/flash chunk 4"),
      "Illegal pair_style mace/flash keyword chunk: known are device, dtype, head, path, edge_chunk, atom_chunk, "
@@ -132,7 +132,7 @@ BAD_DECKS = [
     ("negative_memory", deck(pair="pair_style mace/flash memory -1"), "Illegal pair_style mace/flash memory -1"),
     ("bad_sc", deck(pair="pair_style mace/flash sc fastest"),
      "Illegal pair_style mace/flash sc fastest: use auto, specialized or generic"),
-    ("bad_tf32", deck(pair="pair_style mace/flash tf32 on"), "Illegal pair_style mace/flash tf32 on: use yes or no"),
+    ("bad_tf32", deck(pair="pair_style mace/flash tf32 on"), "Illegal pair_style mace/flash tf32 on: use auto, yes or no"),
     ("newton_off", deck(newton="off"), "Pair style mace/flash requires newton pair on"),
     ("units_real", deck(units="real"), "Pair style mace/flash requires metal units (eV, Angstrom)"),
     ("dimension_2", deck(dimension="dimension 2", box="region box block 0 10 0 10 -0.5 0.5\ncreate_box 2 box\n"

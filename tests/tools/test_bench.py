@@ -134,10 +134,10 @@ def test_cpu_compare_builds_the_preset_for_both_runners(tmp_path):
     assert report["model"] == "tiny-cuni --seed 3"
 
 
-def test_radial_spline_error_script_measures_the_tables(tmp_path):
-    # bench/radial_spline_error.py: float64 exact is the truth; automatic float64 tables are within
+def test_mode_error_script_measures_the_modes(tmp_path):
+    # bench/mode_error.py on the CPU: float64 exact is the truth; automatic float64 tables are within
     # ~1e-10 of it but not equal, float32 (exact or splined) within its own precision.
-    script = os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench", "radial_spline_error.py")
+    script = os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench", "mode_error.py")
     out = tmp_path / "rows.json"
     proc = subprocess.run([sys.executable, script, "--eval", os.environ["FLASHMACE_EVAL"], "--model", MODEL,
                            "--cells", "2", "--json", str(out)], capture_output=True, text=True)
@@ -150,4 +150,5 @@ def test_radial_spline_error_script_measures_the_tables(tmp_path):
     for key in (("float64", "spline"), ("float32", "spline")):
         # layers 0 and 1, and layer 0 per edge (reassociate auto keeps both first layers)
         assert len(rows[key]["tables"]) == 3 and "intervals" in rows[key]["tables"][0]
-    assert "| float32 | spline |" in proc.stdout
+    assert all(r["tf32"] == "auto" for r in rows.values())
+    assert "| float32 | spline | auto |" in proc.stdout

@@ -12,7 +12,9 @@ const char* const kEngineFlagsUsage =
     "  --edge-chunk N  --atom-chunk N   fast path: force chunk sizes (default: the memory planner's)\n"
     "  --memory GB                      fast path: working-memory budget (default: 1/2 of the free memory on CPU, 3/4 on a GPU)\n"
     "  --sc auto|specialized|generic    fast path: symmetric-contraction executor (default auto)\n"
-    "  --tf32                           fast path, float32 on CUDA: radial-MLP GEMMs on TF32 tensor cores\n"
+    "  --tf32 auto|yes|no               fast path, float32 on CUDA: tensor cores in the radial MLP (auto, default:\n"
+    "                                   its output layer in split TF32, float32's accuracy; yes: every GEMM in\n"
+    "                                   plain TF32, ~1e-3 force error; no: FP32 cores); a bare --tf32 = yes\n"
     "  --reassociate auto|on|off        fast path: the first interaction per sender element (auto: up to 5\n"
     "                                   elements present, default); --no-reassociate = --reassociate off\n"
     "  --radial exact|spline            fast path: radial MLPs exact (default) or read from tables made at load,\n"
@@ -24,7 +26,10 @@ const char* const kEngineFlagsUsage =
 
 bool set_cli_engine_option(EngineOptions& options, int argc, char** argv, int* i) {
   const std::string flag = argv[*i];
-  if (flag == "--tf32") return set_engine_option(options, "tf32", "yes");
+  if (flag == "--tf32") {
+    const std::string next = *i + 1 < argc ? argv[*i + 1] : "";
+    if (next != "auto" && next != "yes" && next != "no") return set_engine_option(options, "tf32", "yes");
+  }
   if (flag == "--no-reassociate") return set_engine_option(options, "reassociate", "off");
   if (flag.rfind("--", 0) != 0) return false;
   std::string key = flag.substr(2);

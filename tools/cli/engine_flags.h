@@ -1,7 +1,7 @@
 #pragma once
 // The engine's options as command-line flags, for every flashmace command: --KEY VALUE for each
 // pair_style keyword of engine_options.h (underscores spelled as dashes: --edge-chunk 4096), plus
-// the value-less --tf32 and --no-reassociate. Values and messages are the pair style's.
+// a bare --tf32 (= --tf32 yes) and the value-less --no-reassociate. Values and messages are the pair style's.
 #include <string>
 
 #include "engine/engine_options.h"

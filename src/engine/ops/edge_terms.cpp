@@ -106,14 +106,15 @@ std::vector<at::Tensor> fold_radial_mlp(const std::vector<at::Tensor>& layers) {
   return folded;
 }
 
-at::Tensor radial_mlp_hidden(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre) {
-  at::Tensor h = ef;
+void radial_mlp_preactivations(const std::vector<at::Tensor>& folded, const at::Tensor& ef,
+                               std::vector<at::Tensor>* pre) {
   pre->clear();
-  for (std::size_t k = 0; k + 1 < folded.size(); ++k) {
-    pre->push_back(at::mm(h, folded[k]));
-    h = at::silu(pre->back());
-  }
-  return h;
+  for (std::size_t k = 0; k + 1 < folded.size(); ++k) pre->push_back(at::mm(k ? at::silu(pre->back()) : ef, folded[k]));
+}
+
+at::Tensor radial_mlp_hidden(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre) {
+  radial_mlp_preactivations(folded, ef, pre);
+  return pre->empty() ? ef : at::silu(pre->back());
 }
 
 at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre) {

@@ -38,6 +38,9 @@ at::Tensor edge_geometry_vjp(const MaceParams& model, const EdgeGeometry& geomet
 std::vector<at::Tensor> fold_radial_mlp(const std::vector<at::Tensor>& layers);
 // `pre` receives the hidden pre-activations the backward pass needs.
 at::Tensor radial_mlp_forward(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);
+// Only the hidden pre-activations (the last one's SiLU not taken: tf32_gemm.h takes it fused).
+void radial_mlp_preactivations(const std::vector<at::Tensor>& folded, const at::Tensor& ef,
+                               std::vector<at::Tensor>* pre);
 // Without the output layer: the last hidden activation [Ec, H], and d(ef) from its gradient (callers
 // take the output layer's transpose themselves).
 at::Tensor radial_mlp_hidden(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);

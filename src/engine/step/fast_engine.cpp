@@ -38,7 +38,16 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     if (reassociate && options_.reassociate == Choice::Auto)
       per_edge_first_.emplace(L, messages_.back().tp, options_.tf32, false);
   }
-  if (options_.radial == RadialMode::Spline) build_radial_splines(file);
+  if (options_.radial == RadialMode::Spline) {
+    build_radial_splines(file);
+  } else if (options_.log) {
+    std::string split;
+    for (std::size_t t = 0; t < messages_.size(); ++t)
+      if (messages_[t].output) split += (split.empty() ? "" : ", ") + std::to_string(t);
+    if (!split.empty())
+      options_.log("tf32 auto: the radial MLP's output layer on tensor cores in split TF32 (float32's accuracy) in "
+                   "chunks of " + std::to_string(kSplitTf32MinRows) + " radial rows or more, layer " + split);
+  }
   for (int t = 0; t < c.num_interactions; ++t) {
     const InteractionParams& L = p_.layers[t];
     sc_.emplace_back(build_sc_descriptor(file, t), p_.options, options_.sc);

@@ -18,22 +18,6 @@ void lap(StageTimer* timer, const char* stage) {
   if (timer) timer->lap(stage);
 }
 
-// cuBLAS may use TF32 for float32 GEMMs while this lives (when asked), as before afterwards.
-class Tf32Scope {
- public:
-  explicit Tf32Scope(bool on) : previous_(at::globalContext().allowTF32CuBLAS()), on_(on) {
-    if (on_) at::globalContext().setAllowTF32CuBLAS(true);
-  }
-  ~Tf32Scope() {
-    if (on_) at::globalContext().setAllowTF32CuBLAS(previous_);
-  }
-  Tf32Scope(const Tf32Scope&) = delete;
-  Tf32Scope& operator=(const Tf32Scope&) = delete;
-
- private:
-  bool previous_, on_;
-};
-
 at::Tensor radial_index(const MessageChunkInput& in) { return in.pairs ? in.pairs->index : at::Tensor(); }
 
 }  // namespace
@@ -58,6 +42,9 @@ void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& l
   const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
   if (layer.first) {
     s->hidden = radial_mlp_hidden(layer.radial, ef, &s->mlp_pre);
+  } else if (layer.output && ef.size(0) >= kSplitTf32MinRows) {
+    radial_mlp_preactivations(layer.radial, ef, &s->mlp_pre);
+    s->radial = layer.output->forward_silu(s->mlp_pre.back());
   } else {
     s->radial = radial_mlp_forward(layer.radial, ef, &s->mlp_pre);
   }

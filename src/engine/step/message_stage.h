@@ -8,15 +8,23 @@
 #include <optional>
 #include <vector>
 
+#include "engine/engine_options.h"
 #include "engine/ops/conv_tp_op.h"
 #include "engine/ops/edge_geometry_op.h"
 #include "engine/ops/edge_terms.h"
 #include "engine/ops/first_layer.h"
 #include "engine/ops/radial_pairs.h"
 #include "engine/ops/radial_spline.h"
+#include "engine/ops/tf32_gemm.h"
 #include "model/mace_params.h"
 
 namespace flashmace {
+
+// The fewest radial-MLP rows for which the split-TF32 output layer runs (below, FP32): on the H200
+// it is 1.05-1.07x faster per step from 156,000 rows (4,000 atoms of fcc Cu in MP-0-medium's
+// shape) and 0.96-0.97x at 34,000 (864 atoms), where the layer's GEMM runs beside the other layers'
+// work on the side stream (bench/RESULTS.md, 2026-12-04).
+constexpr int64_t kSplitTf32MinRows = 65536;
 
 struct MessageChunkInput {
   at::Tensor vectors;     // [Ec, 3] model dtype
@@ -52,14 +60,19 @@ class StageTimer;
 // What one layer's message stage runs with, built once per model.
 struct MessageLayer {
   // reassociate: run the layer as first_layer.h (its x_table rows are then per sender species slot).
-  MessageLayer(const InteractionParams& layer, ConvTPOp tp, bool tf32 = false, bool reassociate = false)
-      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)), tf32(tf32) {
+  // tf32: EngineOptions::tf32. Auto runs the output layer of a per-edge layer in split TF32 where
+  // SplitTf32Linear applies (float32 on a recent GPU).
+  MessageLayer(const InteractionParams& layer, ConvTPOp tp, Choice tf32 = Choice::Off, bool reassociate = false)
+      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)), tf32(tf32 == Choice::On) {
     if (reassociate) first.emplace(this->tp.descriptor(), radial.back());
+    if (tf32 == Choice::Auto && !reassociate && radial.size() > 1 && SplitTf32Linear::applies(radial.back()))
+      output.emplace(radial.back());
   }
   const InteractionParams* params;    // the model's layer (density weights)
   std::vector<at::Tensor> radial;     // fold_radial_mlp of its radial MLP
   ConvTPOp tp;                        // its fused tensor-product kernels (conv_tp_op.h)
-  bool tf32;                          // radial-MLP GEMMs on TF32 tensor cores (float32 on CUDA)
+  bool tf32;                          // radial-MLP GEMMs in plain TF32 (tf32 yes: float32 on CUDA)
+  std::optional<SplitTf32Linear> output;  // set: the radial MLP's output layer (forward) in split TF32
   std::optional<FirstLayerOp> first;  // set: the layer runs reassociated (no R, no per-edge TP)
   // set (radial spline): R, or a reassociated layer's last hidden activation, read from a table
   // instead of the MLP (no mlp_pre kept; the backward pass hands dE/dr to the edges directly).

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""The error of the opt-in `radial spline` mode (docs/pair_style.md) beside float32's own.
+"""The error of each numerical mode of the fast path (docs/pair_style.md) against float64.
 
-Evaluates one structure with flashmace-eval: float64 with the exact radial MLP is the truth, and
-float64 and float32 each run exact and with splines. Prints, per variant, the energy error per atom
-and the norm-wise relative force error ||F - F_exact|| / ||F_exact|| (the measure issue-level
-accuracy targets use), and the table sizes the engine chose. The structure is an fcc lattice of
---element (perturbed, periodic) written to an extended XYZ file, or --xyz.
+Evaluates one structure with flashmace-eval: float64 with the exact radial MLP is the truth; then
+float64 with `radial spline`, float32 exact and float32 with splines, and on a GPU float32 exact with
+each `tf32` setting (no: FP32 cores; auto, the default: the radial MLP's output layer in split TF32;
+yes: plain TF32). Prints, per variant, the energy error per atom and the norm-wise relative force
+error ||F - F_exact|| / ||F_exact|| (the measure issue-level accuracy targets use), and the table
+sizes the engine chose. The structure is an fcc lattice of --element (perturbed, periodic) written
+to an extended XYZ file, or --xyz.
 
-    bench/radial_spline_error.py --eval BUILD/bin/flashmace-eval --model mp0-medium-f32.safetensors \\
+    bench/mode_error.py --eval BUILD/bin/flashmace-eval --model mp0-medium-f32.safetensors \\
         --device cuda --cells 6
 """
 import argparse
@@ -39,14 +41,14 @@ def write_fcc_xyz(path, element, a, cells, perturb, seed):
     return len(lines)
 
 
-def evaluate(args, xyz, dtype, radial):
+def evaluate(args, xyz, dtype, radial, tf32="auto"):
     cmd = [args.eval, "--model", args.model, "--xyz", xyz, "--device", args.device, "--dtype", dtype,
-           "--radial", radial]
+           "--radial", radial, "--tf32", tf32]
     if radial == "spline" and args.intervals:
         cmd += ["--radial-intervals", str(args.intervals)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        sys.exit(f"radial_spline_error: {' '.join(cmd)} failed:\n{proc.stderr}")
+        sys.exit(f"mode_error: {' '.join(cmd)} failed:\n{proc.stderr}")
     said = [line for line in proc.stderr.splitlines() if line.startswith("radial spline:")]
     return json.loads(proc.stdout), said
 
@@ -79,22 +81,23 @@ def main():
         atoms = len(truth["forces"])
         f_true = flat_forces(truth)
         norm = math.sqrt(sum(c * c for c in f_true))
+        variants = [("float64", "spline", "auto"), ("float32", "exact", "auto"), ("float32", "spline", "auto")]
+        if args.device != "cpu":  # tf32 auto is FP32 on the CPU, tf32 yes refused there
+            variants[1:2] = [("float32", "exact", "no"), ("float32", "exact", "auto"), ("float32", "exact", "yes")]
         rows = []
-        for dtype in ("float64", "float32"):
-            for radial in ("exact", "spline"):
-                if (dtype, radial) == ("float64", "exact"):
-                    continue
-                got, said = evaluate(args, xyz, dtype, radial)
-                diff = math.sqrt(sum((a - b) ** 2 for a, b in zip(flat_forces(got), f_true)))
-                rows.append({"dtype": dtype, "radial": radial, "atoms": atoms,
-                             "energy_error_per_atom": abs(got["energy"] - truth["energy"]) / atoms,
-                             "force_error": diff / norm, "tables": said})
+        for dtype, radial, tf32 in variants:
+            got, said = evaluate(args, xyz, dtype, radial, tf32)
+            diff = math.sqrt(sum((a - b) ** 2 for a, b in zip(flat_forces(got), f_true)))
+            rows.append({"dtype": dtype, "radial": radial, "tf32": tf32, "atoms": atoms,
+                         "energy_error_per_atom": abs(got["energy"] - truth["energy"]) / atoms,
+                         "force_error": diff / norm, "tables": said})
 
     print(f"{atoms} atoms, {args.device}; truth: float64, exact radial MLP (||F|| = {norm:.6g} eV/A)")
-    print("| dtype | radial | energy error (eV/atom) | force error (norm-wise, relative) |")
-    print("|---|---|---|---|")
+    print("| dtype | radial | tf32 | energy error (eV/atom) | force error (norm-wise, relative) |")
+    print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['dtype']} | {r['radial']} | {r['energy_error_per_atom']:.3g} | {r['force_error']:.3g} |")
+        print(f"| {r['dtype']} | {r['radial']} | {r['tf32']} | {r['energy_error_per_atom']:.3g} | "
+              f"{r['force_error']:.3g} |")
     for r in rows:
         for line in r["tables"]:
             print(f"  {r['dtype']}: {line}")
