@@ -22,6 +22,12 @@ enum class RadialMode { Exact, Spline };
 // at 5 and 1.08-1.10x slower at 8 (bench/RESULTS.md, 2026-12-04).
 constexpr int64_t kReassociateMaxElements = 5;
 
+// tf32 auto: the fewest radial-MLP rows of a chunk for which the split-TF32 output layer runs (FP32
+// cores below). On the H200 (MP-0-medium shape, float32) it makes steps 1.05-1.07x faster from
+// 156,000 rows (4,000 atoms of fcc Cu) and 0.96-0.97x at 34,000 (864 atoms), where the layer's GEMM
+// runs beside the other layers' work on the side stream (bench/RESULTS.md, 2026-12-04).
+constexpr int64_t kSplitTf32MinRows = 65536;
+
 struct EngineOptions {
   EvaluationPath path = EvaluationPath::Fast;
   Dtype dtype = Dtype::FromModel;
@@ -38,6 +44,7 @@ struct EngineOptions {
   // device and the layer's shape allow; On: every radial-MLP GEMM in plain TF32 (~1e-3 relative force
   // error, opt-in); Off: FP32 cores only.
   Choice tf32 = Choice::Auto;
+  int64_t tf32_split_min_rows = kSplitTf32MinRows;
   // The first interaction per sender element (ops/first_layer.h) where the model allows: On always,
   // Off never, Auto while at most reassociate_max_elements elements are present in the structure
   // (chosen per edge topology; beyond that the per-edge layer is faster, bench/RESULTS.md).

@@ -59,8 +59,9 @@ TEST(FastEngineMp0Gpu, SpecializedKernelsEqualCpuReference) {
 
 // tf32: no (FP32 cores), auto (the default: the radial MLP's output layer in split TF32) and yes
 // (every radial-MLP GEMM in plain TF32, 10-bit mantissa inputs). The errors are printed
-// (bench/RESULTS.md quotes them); auto must stay within 1.5x of FP32's own error (float32's
-// accuracy), yes is bounded well above what it is and well below a wrong result.
+// (bench/RESULTS.md quotes them); auto (here for every chunk size, not only from
+// kSplitTf32MinRows rows) must stay within 1.5x of FP32's own error (float32's accuracy), yes is
+// bounded well above what it is and well below a wrong result.
 TEST(FastEngineMp0Gpu, Tf32ForceErrorIsSmall) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU on this machine";
   const Structure s = make_cubic_lattice("fcc", 3.61, 2, {28, 29}, 0.1, 3);
@@ -70,6 +71,7 @@ TEST(FastEngineMp0Gpu, Tf32ForceErrorIsSmall) {
   EngineOptions o;
   o.device = "cuda";
   o.dtype = Dtype::Float32;
+  o.tf32_split_min_rows = 0;
   double fp32_error = 0;
   for (const Choice tf32 : {Choice::Off, Choice::Auto, Choice::On}) {
     o.tf32 = tf32;

@@ -34,9 +34,9 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     // The first layer's features depend only on the species: reassociated (first_layer.h), and with
     // reassociate auto also kept per edge, for structures of many elements (choose_first_layer).
     const bool reassociate = options_.reassociate != Choice::Off && t == 0 && FirstLayerOp::applies(d);
-    messages_.emplace_back(L, ConvTPOp(d, p_.options), options_.tf32, reassociate);
+    messages_.emplace_back(L, ConvTPOp(d, p_.options), options_.tf32, reassociate, options_.tf32_split_min_rows);
     if (reassociate && options_.reassociate == Choice::Auto)
-      per_edge_first_.emplace(L, messages_.back().tp, options_.tf32, false);
+      per_edge_first_.emplace(L, messages_.back().tp, options_.tf32, false, options_.tf32_split_min_rows);
   }
   if (options_.radial == RadialMode::Spline) {
     build_radial_splines(file);
@@ -46,7 +46,7 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
       if (messages_[t].output) split += (split.empty() ? "" : ", ") + std::to_string(t);
     if (!split.empty())
       options_.log("tf32 auto: the radial MLP's output layer on tensor cores in split TF32 (float32's accuracy) in "
-                   "chunks of " + std::to_string(kSplitTf32MinRows) + " radial rows or more, layer " + split);
+                   "chunks of " + std::to_string(options_.tf32_split_min_rows) + " radial rows or more, layer " + split);
   }
   for (int t = 0; t < c.num_interactions; ++t) {
     const InteractionParams& L = p_.layers[t];

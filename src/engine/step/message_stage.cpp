@@ -42,7 +42,7 @@ void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& l
   const at::Tensor ef = in.pairs ? s->geometry.ef.index_select(0, in.pairs->first) : s->geometry.ef;
   if (layer.first) {
     s->hidden = radial_mlp_hidden(layer.radial, ef, &s->mlp_pre);
-  } else if (layer.output && ef.size(0) >= kSplitTf32MinRows) {
+  } else if (layer.output && ef.size(0) >= layer.split_min_rows) {
     radial_mlp_preactivations(layer.radial, ef, &s->mlp_pre);
     s->radial = layer.output->forward_silu(s->mlp_pre.back());
   } else {

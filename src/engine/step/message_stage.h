@@ -20,12 +20,6 @@
 
 namespace flashmace {
 
-// The fewest radial-MLP rows for which the split-TF32 output layer runs (below, FP32): on the H200
-// it is 1.05-1.07x faster per step from 156,000 rows (4,000 atoms of fcc Cu in MP-0-medium's
-// shape) and 0.96-0.97x at 34,000 (864 atoms), where the layer's GEMM runs beside the other layers'
-// work on the side stream (bench/RESULTS.md, 2026-12-04).
-constexpr int64_t kSplitTf32MinRows = 65536;
-
 struct MessageChunkInput {
   at::Tensor vectors;     // [Ec, 3] model dtype
   at::Tensor z_sender;    // [Ec] atomic numbers
@@ -62,8 +56,13 @@ struct MessageLayer {
   // reassociate: run the layer as first_layer.h (its x_table rows are then per sender species slot).
   // tf32: EngineOptions::tf32. Auto runs the output layer of a per-edge layer in split TF32 where
   // SplitTf32Linear applies (float32 on a recent GPU).
-  MessageLayer(const InteractionParams& layer, ConvTPOp tp, Choice tf32 = Choice::Off, bool reassociate = false)
-      : params(&layer), radial(fold_radial_mlp(layer.radial_layers)), tp(std::move(tp)), tf32(tf32 == Choice::On) {
+  MessageLayer(const InteractionParams& layer, ConvTPOp tp, Choice tf32 = Choice::Off, bool reassociate = false,
+               int64_t split_min_rows = kSplitTf32MinRows)
+      : params(&layer),
+        radial(fold_radial_mlp(layer.radial_layers)),
+        tp(std::move(tp)),
+        tf32(tf32 == Choice::On),
+        split_min_rows(split_min_rows) {
     if (reassociate) first.emplace(this->tp.descriptor(), radial.back());
     if (tf32 == Choice::Auto && !reassociate && radial.size() > 1 && SplitTf32Linear::applies(radial.back()))
       output.emplace(radial.back());
@@ -73,6 +72,7 @@ struct MessageLayer {
   ConvTPOp tp;                        // its fused tensor-product kernels (conv_tp_op.h)
   bool tf32;                          // radial-MLP GEMMs in plain TF32 (tf32 yes: float32 on CUDA)
   std::optional<SplitTf32Linear> output;  // set: the radial MLP's output layer (forward) in split TF32
+  int64_t split_min_rows;                 // ... in chunks of at least this many radial rows
   std::optional<FirstLayerOp> first;  // set: the layer runs reassociated (no R, no per-edge TP)
   // set (radial spline): R, or a reassociated layer's last hidden activation, read from a table
   // instead of the MLP (no mlp_pre kept; the backward pass hands dE/dr to the edges directly).
