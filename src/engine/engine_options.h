@@ -23,9 +23,10 @@ enum class RadialMode { Exact, Spline };
 constexpr int64_t kReassociateMaxElements = 5;
 
 // tf32 auto: the fewest radial-MLP rows of a chunk for which the split-TF32 output layer runs (FP32
-// cores below). On the H200 (MP-0-medium shape, float32) it makes steps 1.05-1.07x faster from
-// 156,000 rows (4,000 atoms of fcc Cu) and 0.96-0.97x at 34,000 (864 atoms), where the layer's GEMM
-// runs beside the other layers' work on the side stream (bench/RESULTS.md, 2026-12-04).
+// cores below). On the H200 (MP-0-medium shape, float32) it makes steps 1.02-1.04x faster at 80,000
+// rows (2,048 atoms of fcc Cu) and 1.06-1.08x from 156,000 (4,000 atoms); at 34,000 (864 atoms),
+// where the layer's GEMM runs beside the other layers' work on the side stream, no gain showed
+// beyond the spread between runs (bench/RESULTS.md, 2026-12-04).
 constexpr int64_t kSplitTf32MinRows = 65536;
 
 struct EngineOptions {
