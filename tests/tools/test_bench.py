@@ -152,3 +152,49 @@ def test_mode_error_script_measures_the_modes(tmp_path):
         assert len(rows[key]["tables"]) == 3 and "intervals" in rows[key]["tables"][0]
     assert all(r["tf32"] == "auto" for r in rows.values())
     assert "| float32 | spline | auto |" in proc.stdout
+
+
+def test_roofline_parses_ncu_rows_into_kernel_families():
+    # bench/roofline.py's reading of `ncu --csv --page raw` (ncu itself runs on the GPU machine): units
+    # converted, FFMA counted as two FLOPs, launches of one function grouped, rates and time-weighted
+    # utilisations computed from the sums.
+    sys.path.insert(0, os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench"))
+    import roofline
+    cols = ["ID", "Kernel Name", roofline.DURATION, roofline.DRAM_READ, roofline.DRAM_WRITE, roofline.FFMA,
+            roofline.FADD, roofline.FMUL, roofline.SM, roofline.TENSOR]
+    units = ["", "", "usecond", "Mbyte", "Kbyte", "inst", "inst", "inst", "%", "%"]
+    data = [["0", "tp_forward_3", "100", "2", "500", "1,000,000", "10", "20", "80", "0"],
+            ["1", "tp_forward_3", "300", "6", "1500", "3000000", "30", "60", "40", "0"],
+            ["2", "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n", "100", "1", "0", "0", "0", "0", "50", "70"]]
+    text = "==PROF== noise\n" + "\n".join(",".join(f'"{v}"' for v in row) for row in [cols, units, *data]) + "\n"
+    rows = roofline.parse_ncu_csv(text)
+    assert [r["family"] for r in rows] == ["tp_forward_3", "tp_forward_3", "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n"]
+    assert rows[0]["seconds"] == pytest.approx(100e-6)
+    assert rows[0]["dram_bytes"] == pytest.approx(2e6 + 500e3)
+    assert rows[0]["fp32_flops"] == pytest.approx(2e6 + 30)
+    summary = roofline.summarise(rows, fp32_peak_tflops=50.0, hbm_peak_tbps=4.0)
+    tp, gemm = summary
+    assert (tp["family"], tp["launches"], gemm["launches"]) == ("tp_forward_3", 2, 1)
+    assert tp["ms"] == pytest.approx(0.4) and tp["share"] == pytest.approx(0.8)
+    assert tp["fp32_tflops"] == pytest.approx((8e6 + 120) / 400e-6 / 1e12)
+    assert tp["fp32_fraction"] == pytest.approx(tp["fp32_tflops"] / 50.0)
+    assert tp["dram_tbps"] == pytest.approx(10e6 / 400e-6 / 1e12)
+    assert tp["sm_pct"] == pytest.approx((80 * 100 + 40 * 300) / 400)
+    assert gemm["tensor_pct"] == pytest.approx(70) and gemm["flops_per_byte"] == 0
+    assert "| tp_forward_3 | 2 | 0.400 | 80.0 % |" in roofline.table(summary)
+    with pytest.raises(ValueError, match="no column"):
+        roofline.parse_ncu_csv('"ID","Kernel Name"\n"",""\n"0","k"\n')
+
+
+def test_roofline_finds_the_timed_step_and_names_families():
+    # The timed step is the tail that repeats the warm-up step before it; setup launches before are dropped.
+    sys.path.insert(0, os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench"))
+    import roofline
+    names = ["setup_a", "setup_b", "k1", "k2", "k1", "k3", "k1", "k2", "k1", "k3"]
+    rows = [{"kernel": n, "i": i} for i, n in enumerate(names)]
+    assert [r["i"] for r in roofline.timed_step(rows)] == [6, 7, 8, 9]
+    assert roofline.family("void flashmace::<unnamed>::backward_kernel<float, 16>(flashmace::SpeciesOuterArgs<T1>, "
+                           "const T1 *)") == "backward_kernel(SpeciesOuterArgs)"
+    assert roofline.family("void native::(anonymous namespace)::CatArrayBatchedCopy<native::OpaqueType<4>, unsigned "
+                           "int, 3, 64, 64>(T1 *, int)") == "CatArrayBatchedCopy(T1 *)"
+    assert roofline.family("tp_backward_rows_f32") == "tp_backward_rows_f32"
