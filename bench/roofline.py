@@ -8,7 +8,7 @@ kernels whose function names match --kernels (the default, names that start in l
 out CUB's Device* scans and compactions, which belong to list builds and whose kernel replay has
 hung ncu on this engine). Per kernel it collects the duration, the DRAM bytes read and written, the FP32
 instructions (FFMA counts twice) and ncu's own SM and tensor-pipe utilisation. The timed step's
-launches are the tail that repeats the warm-up step's (timed_step). Per family (the kernel's function
+launches are the block that repeats the warm-up step's compute (timed_step). Per family (the kernel's function
 name and first parameter type) it prints launches, time, share of the step's kernel time,
 achieved FP32 TFLOP/s and DRAM TB/s with their fractions of --fp32-peak and --hbm-peak, FLOP per
 DRAM byte and the utilisations (time-weighted).
@@ -66,12 +66,14 @@ def family(name):
 
 
 def timed_step(rows):
-    """The last step's launches: the longest tail whose kernel sequence repeats the launches just
-    before it (the warm-up step's); all rows when there is none."""
+    """The timed step's launches: the longest block whose kernel sequence repeats the block just
+    before it (the warm-up step's compute, after its setup); all rows when there is none.
+    flashmace-bench then also times a step on a new neighbour list, whose list build sets it apart."""
     names = [r["kernel"] for r in rows]
     for k in range(len(names) // 2, 0, -1):
-        if names[-k:] == names[-2 * k:-k]:
-            return rows[-k:]
+        for j in range(k, len(names) - k + 1):
+            if names[j - k:j] == names[j:j + k]:
+                return rows[j:j + k]
     return rows
 
 

@@ -187,10 +187,11 @@ def test_roofline_parses_ncu_rows_into_kernel_families():
 
 
 def test_roofline_finds_the_timed_step_and_names_families():
-    # The timed step is the tail that repeats the warm-up step before it; setup launches before are dropped.
+    # The timed step is the block that repeats the warm-up step's compute just before it; the warm-up's
+    # setup and the later step on a new list (its list build first) are left out.
     sys.path.insert(0, os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench"))
     import roofline
-    names = ["setup_a", "setup_b", "k1", "k2", "k1", "k3", "k1", "k2", "k1", "k3"]
+    names = ["setup_a", "setup_b", "k1", "k2", "k1", "k3", "k1", "k2", "k1", "k3", "sort", "k1", "k2", "k1", "k3"]
     rows = [{"kernel": n, "i": i} for i, n in enumerate(names)]
     assert [r["i"] for r in roofline.timed_step(rows)] == [6, 7, 8, 9]
     assert roofline.family("void flashmace::<unnamed>::backward_kernel<float, 16>(flashmace::SpeciesOuterArgs<T1>, "
