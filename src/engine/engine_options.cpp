@@ -33,12 +33,6 @@ bool set_word(const std::string& value, const char* const (&words)[N], const T (
   return i >= 0;
 }
 
-bool set_yes_no(const std::string& value, bool* out) {
-  static const char* const words[] = {"yes", "no"};
-  static const bool values[] = {true, false};
-  return set_word(value, words, values, out);
-}
-
 bool set_on_off(const std::string& value, bool* out) {
   static const char* const words[] = {"on", "off"};
   static const bool values[] = {true, false};
