@@ -203,3 +203,40 @@ def test_exported_preset_matches_mace_torch(tmp_path, preset):
         assert proc.returncode != 0 and "path reference" in proc.stderr, f"{preset}: fast path: {proc.stderr}"
     if spec["pair_repulsion"]:  # the comparison must exercise the ZBL term, not only switch it on
         assert pair_energy > 1e-3, f"{preset}: the structures never reach the ZBL range (test design)"
+
+
+def test_cuequivariance_model_exports_like_its_e3nn_twin(tmp_path):
+    # A model with cuEquivariance's operations (what enable_cueq training saves; here made by
+    # mace-torch's own convert_e3nn_cueq from a random MP-0-small-shaped model) exports through
+    # mace-torch's convert_cueq_e3nn and then equals the cuEquivariance model itself, evaluated by
+    # mace-torch (cuequivariance-torch on the CPU), on both paths.
+    from mace.cli.convert_e3nn_cueq import run as convert_e3nn_cueq
+    zs = PRESET_ELEMENTS["mp0-small"]
+    e3nn_path = tmp_path / "e3nn.model"
+    torch.save(make_random_model.build("mp0-small", seed=5, elements=zs), e3nn_path)
+    cueq = convert_e3nn_cueq(str(e3nn_path), device="cpu", return_model=True)
+    torch.set_default_dtype(torch.float64)
+    cueq.eval()
+    assert export_mace.uses_cuequivariance(cueq)
+    cueq_path = tmp_path / "cueq.model"
+    torch.save(cueq, cueq_path)
+    model_path = tmp_path / "model.safetensors"
+    meta = export_mace.export_model(str(cueq_path), model_path)
+    assert meta["provenance"]["converted"].startswith("cuEquivariance -> e3nn")
+    assert meta["atomic_numbers"] == zs
+    rng = np.random.default_rng(7)
+    for kind, make in STRUCTURES.items():
+        atoms = make(rng, zs)
+        ref = mace_outputs(cueq, atoms, zs)
+        assert np.abs(ref["forces"]).max() > 1e-3, f"cueq {kind}: mace-torch forces are negligible"
+        xyz = tmp_path / f"{kind}.xyz"
+        write_xyz(xyz, atoms)
+        for path in ("reference", "fast"):
+            what = f"cuEquivariance mp0-small {kind}, --path {path}"
+            got = flashmace(model_path, xyz, path, what)
+            assert np.isfinite(got["energy"]), f"{what}: non-finite energy"
+            assert abs(got["energy"] - ref["energy"]) <= ENERGY_RTOL * abs(ref["energy"]), \
+                f"{what}: energy {got['energy']!r} vs mace-torch {ref['energy']!r}"
+            assert_close(got["forces"], ref["forces"], FORCE_ATOL, what + ": forces")
+            if kind == "bulk":
+                assert_close(got["stress"], ref["stress"], STRESS_ATOL, what + ": stress")
