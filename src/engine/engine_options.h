@@ -41,7 +41,7 @@ struct EngineOptions {
   int device_sharers = 1;     // processes that share the device (or the node's memory, on the CPU): they split its default budget
   ScExecutorKind sc = ScExecutorKind::Auto;  // symmetric-contraction executor
   // Tensor cores for the radial MLP in float32 on CUDA. Auto: its output layer in split TF32
-  // (ops/split_tf32_linear.h: three TF32 products per float32 one, float32's accuracy) where the
+  // (ops/tf32_gemm.h: three TF32 products per float32 one, float32's accuracy) where the
   // device and the layer's shape allow; On: every radial-MLP GEMM in plain TF32 (~1e-3 relative force
   // error, opt-in); Off: FP32 cores only.
   Choice tf32 = Choice::Auto;

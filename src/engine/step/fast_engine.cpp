@@ -28,15 +28,17 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
   const InteractionParams& L0 = p_.layers[0];
   h0_table_ = p_.node_embedding / std::sqrt(static_cast<double>(Z));
   hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.in);
+  // With radial spline the tables replace the radial MLPs: no output layer to run on tensor cores.
+  const Choice tf32 = options_.radial == RadialMode::Spline ? Choice::Off : options_.tf32;
   for (std::size_t t = 0; t < p_.layers.size(); ++t) {
     const InteractionParams& L = p_.layers[t];
     ConvTPDescriptor d = ConvTPDescriptor::build(L.in, p_.sh, L.tp);
     // The first layer's features depend only on the species: reassociated (first_layer.h), and with
     // reassociate auto also kept per edge, for structures of many elements (choose_first_layer).
     const bool reassociate = options_.reassociate != Choice::Off && t == 0 && FirstLayerOp::applies(d);
-    messages_.emplace_back(L, ConvTPOp(d, p_.options), options_.tf32, reassociate, options_.tf32_split_min_rows);
+    messages_.emplace_back(L, ConvTPOp(d, p_.options), tf32, reassociate, options_.tf32_split_min_rows);
     if (reassociate && options_.reassociate == Choice::Auto)
-      per_edge_first_.emplace(L, messages_.back().tp, options_.tf32, false, options_.tf32_split_min_rows);
+      per_edge_first_.emplace(L, messages_.back().tp, tf32, false, options_.tf32_split_min_rows);
   }
   if (options_.radial == RadialMode::Spline) {
     build_radial_splines(file);
