@@ -25,12 +25,14 @@ constexpr double kEnergyRelTol = 1e-12;
 constexpr double kAbsTol = 1e-10;
 
 std::unique_ptr<Evaluator> evaluator(const std::string& model, const std::string& path, int64_t edge_chunk = 0,
-                                     int64_t atom_chunk = 0, const std::string& radial_pairs = "on") {
+                                     int64_t atom_chunk = 0, const std::string& radial_pairs = "on",
+                                     double memory_bytes = 0) {
   EngineOptions o;
   set_engine_option(o, "path", path);
   o.dtype = Dtype::Float64;
   o.edge_chunk = edge_chunk;
   o.atom_chunk = atom_chunk;
+  o.memory_bytes = memory_bytes;
   set_engine_option(o, "radial_pairs", radial_pairs);
   return make_evaluator(ModelFile::load(testing::exported_model(model)), o);
 }
@@ -41,10 +43,13 @@ struct Case {
   std::string model, structure;
   int64_t edge_chunk, atom_chunk;
   std::string radial_pairs = "on";
+  // A one-byte budget: no layer's message sums are kept; each node block recomputes its own with
+  // its edges in the backward pass (with forced chunks; the planner's own choice is tested below).
+  bool streamed = false;
 };
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.model << "/" << c.structure << " edge chunk " << c.edge_chunk << " atom chunk " << c.atom_chunk
-      << " radial pairs " << c.radial_pairs;
+      << " radial pairs " << c.radial_pairs << (c.streamed ? " streamed sums" : "");
 }
 
 class FastEngineCase : public ::testing::TestWithParam<Case> {};
@@ -56,7 +61,7 @@ TEST_P(FastEngineCase, ChunkedEqualsReferenceAndOfficialMace) {
   const Graph g = testing::reference_graph(ref, c.structure);
   const Prediction want = evaluate_structure(*evaluator(c.model, "reference"), s, g);
   const Prediction got =
-      evaluate_structure(*evaluator(c.model, "fast", c.edge_chunk, c.atom_chunk, c.radial_pairs), s, g);
+      evaluate_structure(*evaluator(c.model, "fast", c.edge_chunk, c.atom_chunk, c.radial_pairs, c.streamed ? 1 : 0), s, g);
 
   EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol);
   EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol);
@@ -80,15 +85,22 @@ std::vector<Case> cases() {
       out.push_back({model, structure, 7, 5});
       out.push_back({model, structure, 64, 0});
       out.push_back({model, structure, 64, 0, "off"});
+      out.push_back({model, structure, 7, 5, "on", true});
+      out.push_back({model, structure, 64, 0, "off", true});
     }
   out.push_back({"small_l1", "bulk", 1, 1});
   out.push_back({"large_l2", "cluster", 1, 3});
+  // Chunks of one edge and blocks of one row with streamed sums: every row's sums come from
+  // several chunks, run forward twice in the backward pass.
+  out.push_back({"small_l1", "bulk", 1, 1, "on", true});
+  out.push_back({"large_l2", "cluster", 1, 3, "off", true});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedReference, FastEngineCase, ::testing::ValuesIn(cases()), [](const auto& info) {
   return info.param.model + "_" + info.param.structure + "_e" + std::to_string(info.param.edge_chunk) + "_a" +
-         std::to_string(info.param.atom_chunk) + "_pairs_" + info.param.radial_pairs;
+         std::to_string(info.param.atom_chunk) + "_pairs_" + info.param.radial_pairs +
+         (info.param.streamed ? "_streamed" : "");
 });
 
 // A budget between "everything in one chunk" and "recompute" makes the planner keep every chunk's
@@ -142,11 +154,13 @@ TEST(MemoryPlan, KeepsWhenTheIntermediatesFitElseRecomputes) {
   c.transient_per_edge = 50;
   c.kept_per_atom = 10;
   c.transient_per_atom = 20;
+  c.sums_per_atom = {3, 3};
   const int64_t N = 1000, E = 100000;
-  const double kept = 100.0 * E + 10.0 * N;
+  const double kept = 100.0 * E + 10.0 * N + 3.0 * 3 * N;  // (both layers' sums, one layer's gradient)
   const MemoryPlan all = plan_memory(c, N, E, kept + 50.0 * E, 0, 0);
   EXPECT_FALSE(all.recompute);
   EXPECT_EQ(all.edge_chunk, E);
+  EXPECT_EQ(all.kept_sums, std::vector<bool>({true, true}));
   const MemoryPlan split = plan_memory(c, N, E, kept + 50.0 * 40000, 0, 0);
   EXPECT_FALSE(split.recompute);
   EXPECT_EQ(split.edge_chunk, 40000);
@@ -155,12 +169,39 @@ TEST(MemoryPlan, KeepsWhenTheIntermediatesFitElseRecomputes) {
   const MemoryPlan tight = plan_memory(c, N, E, budget, 0, 0);
   EXPECT_TRUE(tight.recompute);
   EXPECT_LE(tight.predicted_peak, budget);
+  // 1e6 bytes: blocks of all edges do not fit, so no sums are kept; a block of n atoms holds
+  // 100 n edges at 50 bytes and n atoms at 20: n = 1e6 / 5020.
   const MemoryPlan small = plan_memory(c, N, E, 1e6, 0, 0);
   EXPECT_TRUE(small.recompute);
-  EXPECT_EQ(small.edge_chunk, 20000);  // 1e6 bytes / 50 per edge
+  EXPECT_EQ(small.kept_sums, std::vector<bool>({false, false}));
+  EXPECT_EQ(small.atom_chunk, 199);
+  EXPECT_EQ(small.edge_chunk, 19920);
+  EXPECT_LE(small.predicted_peak, 1e6);
   const MemoryPlan forced = plan_memory(c, N, E, 1e18, 7, 0);
   EXPECT_TRUE(forced.recompute);
   EXPECT_EQ(forced.edge_chunk, 7);
+  EXPECT_EQ(forced.kept_sums, std::vector<bool>({true, true}));
+}
+
+TEST(MemoryPlan, KeepsTheMessageSumsOfAsManyLayersAsLeaveRoomForFullBlocks) {
+  StageCosts c;
+  c.kept_per_edge = 100;
+  c.transient_per_edge = 50;
+  c.transient_per_atom = 20;
+  c.resident_per_atom = 10;
+  c.sums_per_atom = {1000, 1000};
+  const int64_t N = 100000, E = 10000000;  // 100 edges per atom
+  const double resident = 10.0 * N, min_block = kMinBlockEdges * (50 + 20 / 100.0);
+  const double budget = resident + 1000.0 * N + min_block + 1e6;  // one layer's sums and a full block
+  const MemoryPlan p = plan_memory(c, N, E, budget, 0, 0);
+  EXPECT_TRUE(p.recompute);
+  EXPECT_EQ(p.kept_sums, std::vector<bool>({true, false}));
+  EXPECT_GE(p.edge_chunk, kMinBlockEdges);
+  EXPECT_LE(p.predicted_peak, budget);
+  EXPECT_GE(p.predicted_peak, 0.99 * budget);
+  // The largest system at 100 edges per atom: resident state plus one block of kMinBlockEdges.
+  EXPECT_EQ(p.largest_atoms, static_cast<int64_t>((budget - min_block) / 10.0));
+  EXPECT_NE(p.describe(N, E).find("message sums kept for 1 of 2 layers"), std::string::npos) << p.describe(N, E);
 }
 
 TEST(FastEngine, KeptIntermediatesInSeveralChunksEqualReference) {
@@ -194,6 +235,41 @@ TEST(FastEngine, KeptIntermediatesInSeveralChunksEqualReference) {
   EXPECT_TRUE(found) << "no budget gave a no-recompute plan with several edge chunks";
 }
 
+// A budget below one block of all edges makes the planner recompute every layer's message sums per
+// node block: found by lowering the budget until the logged plan says so, then checked against
+// the reference path.
+TEST(FastEngine, StreamedMessageSumsFromTheBudgetEqualReference) {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 5, {28, 29}, 0.05, 7);  // 500 atoms
+  const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
+  EngineOptions o;
+  o.dtype = Dtype::Float64;
+  o.path = EvaluationPath::Reference;
+  const Prediction want = evaluate_structure(*make_evaluator(file, o), s);
+  bool found = false;
+  for (double mib = 256; mib >= 0.5 && !found; mib *= 0.7) {
+    std::string plan;
+    o.path = EvaluationPath::Fast;
+    o.memory_bytes = mib * 1024 * 1024;
+    o.log = [&](const std::string& line) {
+      if (line.rfind("flashmace fast engine:", 0) == 0) plan = line;
+    };
+    const auto fast = make_evaluator(file, o);
+    const Prediction got = evaluate_structure(*fast, s);
+    long long atoms = 0, edges = 0, chunk = 0;
+    ASSERT_EQ(std::sscanf(plan.c_str(), "flashmace fast engine: %lld atoms, %lld edges: edge chunk %lld", &atoms,
+                          &edges, &chunk),
+              3)
+        << plan;
+    if (plan.find("message sums kept for 0 of 2 layers") == std::string::npos || chunk * 4 > edges) continue;
+    found = true;
+    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << plan;
+    EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << plan;
+    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << plan;
+    EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << plan;
+  }
+  EXPECT_TRUE(found) << "no budget gave a plan recomputing the message sums in several blocks";
+}
+
 class FastEngineDomain : public ::testing::TestWithParam<std::string> {};
 
 
@@ -207,9 +283,11 @@ TEST_P(FastEngineDomain, GhostDomainEqualsReferenceIncludingPerAtomVirials) {
   const LocalPrediction want = evaluate_local(*reference, lg, &exchanger, true);
   // (local-local edges pair up; an edge from a ghost has no reverse in this domain and stays single)
   for (const std::string pairs : {"on", "off"})
-    for (const int64_t chunk : {int64_t{0}, int64_t{13}}) {
+    for (const int64_t chunk : {int64_t{0}, int64_t{13}, int64_t{-13}}) {
+      // (-13: chunks of 13 and a one-byte budget: every layer's message sums recomputed per block)
+      const int64_t n = std::abs(chunk);
       const LocalPrediction got =
-          evaluate_local(*evaluator(GetParam(), "fast", chunk, chunk, pairs), lg, &exchanger, true);
+          evaluate_local(*evaluator(GetParam(), "fast", n, n, pairs, chunk < 0 ? 1 : 0), lg, &exchanger, true);
       const std::string what = pairs + " " + std::to_string(chunk);
       EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << what;
       EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << what;

@@ -36,6 +36,47 @@ std::vector<EdgeChunk> edge_chunks(const at::Tensor& receiver_sorted, int64_t ch
   return chunks;
 }
 
+// Row-aligned chunks (TopologyOptions::row_aligned): blocks of whole receiver rows, each with at most
+// `atom_chunk` rows and `edge_chunk` edges, or one row with more edges split into chunks of its own.
+// Reads the rows' edge counts on the host (one device->host copy of nlocal counts).
+void row_aligned_chunks(const at::Tensor& receiver_sorted, int64_t nlocal, int64_t edge_chunk, int64_t atom_chunk,
+                        std::vector<EdgeChunk>* chunks, std::vector<NodeBlock>* blocks) {
+  const at::Tensor counts =
+      at::bincount(receiver_sorted, {}, nlocal).narrow(0, 0, nlocal).to(at::kCPU, at::kLong).contiguous();
+  const int64_t* c = counts.data_ptr<int64_t>();
+  int64_t begin = 0;  // first edge of the open block
+  NodeBlock b;
+  int64_t edges = 0;  // in the open block
+  auto close = [&] {
+    b.chunk0 = static_cast<int64_t>(chunks->size());
+    for (int64_t e = 0; e < edges; e += edge_chunk)
+      chunks->push_back(EdgeChunk{begin + e, std::min(edge_chunk, edges - e), b.row0, b.nrows});
+    b.nchunks = static_cast<int64_t>(chunks->size()) - b.chunk0;
+    blocks->push_back(b);
+    begin += edges;
+  };
+  for (int64_t r = 0; r < nlocal; ++r) {
+    if (b.nrows > 0 && (b.nrows >= atom_chunk || edges + c[r] > edge_chunk)) {
+      close();
+      b = NodeBlock{r, 0, 0, 0};
+      edges = 0;
+    }
+    ++b.nrows;
+    edges += c[r];
+  }
+  if (b.nrows > 0) close();
+}
+
+// Blocks of atom_chunk rows over chunks that do not follow them (chunk0 = -1), unless one block holds
+// all rows and so owns every chunk.
+std::vector<NodeBlock> uniform_blocks(int64_t nlocal, int64_t atom_chunk, int64_t nchunks) {
+  std::vector<NodeBlock> blocks;
+  for (int64_t a0 = 0; a0 < nlocal; a0 += atom_chunk)
+    blocks.push_back(NodeBlock{a0, std::min(atom_chunk, nlocal - a0), -1, 0});
+  if (blocks.size() == 1) blocks[0] = NodeBlock{0, nlocal, 0, nchunks};
+  return blocks;
+}
+
 std::vector<int64_t> group_sizes(const std::vector<SpeciesGroups>& groups) {
   std::vector<int64_t> sizes;
   for (const SpeciesGroups& g : groups) {
@@ -109,7 +150,12 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
   t.sender_slot = slot_of.index_select(0, g.species.index_select(0, t.sender));
   t.species_local = g.species.narrow(0, 0, nlocal).clone();
 
-  t.chunks = edge_chunks(t.receiver, o.edge_chunk, nlocal);
+  if (o.row_aligned) {
+    row_aligned_chunks(t.receiver, nlocal, o.edge_chunk, o.atom_chunk, &t.chunks, &t.blocks);
+  } else {
+    t.chunks = edge_chunks(t.receiver, o.edge_chunk, nlocal);
+    t.blocks = uniform_blocks(nlocal, o.atom_chunk, static_cast<int64_t>(t.chunks.size()));
+  }
   for (const EdgeChunk& ch : t.chunks) {
     t.chunk_rows.push_back(t.receiver.narrow(0, ch.begin, ch.count) - ch.row0);
     t.chunk_row_ptr.push_back(row_pointer(t.chunk_rows.back(), ch.nrows));
@@ -125,9 +171,8 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
   }
   // (the owned atoms' elements are among all atoms' ones; groups of absent elements come out empty)
   const std::vector<int64_t> present_local = nlocal > 0 ? t.present : std::vector<int64_t>{};
-  for (int64_t a0 = 0; a0 < nlocal; a0 += o.atom_chunk)
-    t.atom_groups.push_back(
-        group_species(t.species_local.narrow(0, a0, std::min(o.atom_chunk, nlocal - a0)), present_local));
+  for (const NodeBlock& b : t.blocks)
+    t.atom_groups.push_back(group_species(t.species_local.narrow(0, b.row0, b.nrows), present_local));
 
   t.species_in_ = g.species.clone();
   t.sender_in_ = g.sender.clone();
@@ -145,9 +190,9 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
   t.options = o;
   t.padded_edges = o.padded_edges;
   t.padded_atoms = std::max(o.padded_atoms, t.atoms);
-  if (nlocal < 1 || t.padded_edges < edges || o.edge_chunk < t.padded_edges || o.atom_chunk < 1)
+  if (nlocal < 1 || t.padded_edges < edges || o.edge_chunk < t.padded_edges || o.atom_chunk < nlocal || o.row_aligned)
     throw Error("edge topology: a bucket needs owned atoms, room for its " + std::to_string(edges) +
-                " edges and one edge chunk");
+                " edges, one edge chunk and one node block");
   const auto i64 = species.options();
   const int64_t B = t.padded_edges, A = t.padded_atoms;
   t.order = at::arange(B, i64);
@@ -156,6 +201,7 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
   t.present_index = at::tensor(t.present.empty() ? std::vector<int64_t>{0} : t.present, at::kLong).to(species.device());
   t.species_local = species.narrow(0, 0, nlocal).clone();
   t.chunks = {EdgeChunk{0, B, 0, nlocal}};
+  t.blocks = {NodeBlock{0, nlocal, 0, 1}};
   t.chunk_rows = {at::zeros({B}, i64)};
   t.chunk_row_ptr = {at::zeros({nlocal + 1}, i64)};
   if (o.sender_csr) t.chunk_senders = {XIndexCsr{at::zeros({B}, i64), at::zeros({A + 1}, i64)}};
@@ -166,9 +212,7 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
     t.receiver_ptr = at::zeros({A + 1}, i64);
     t.receiver_counts = at::zeros({A}, i64);
   }
-  for (int64_t a0 = 0; a0 < nlocal; a0 += o.atom_chunk)
-    t.atom_groups.push_back(
-        group_species(t.species_local.narrow(0, a0, std::min(o.atom_chunk, nlocal - a0)), t.present));
+  t.atom_groups.push_back(group_species(t.species_local, t.present));
   return t;
 }
 
@@ -181,7 +225,7 @@ bool EdgeTopology::matches(const GraphTensors& g, int64_t nlocal_in, const Topol
 
 bool EdgeTopology::same_shape(const EdgeTopology& o) const {
   return padded_edges == o.padded_edges && padded_atoms == o.padded_atoms && nlocal == o.nlocal &&
-         options == o.options && chunks == o.chunks && present == o.present &&
+         options == o.options && chunks == o.chunks && blocks == o.blocks && present == o.present &&
          group_sizes(atom_groups) == group_sizes(o.atom_groups);
 }
 

@@ -31,15 +31,32 @@ struct EdgeChunk {
   }
 };
 
+// Owned atoms [row0, row0 + nrows) whose node work runs together. Row-aligned topologies give each
+// block its own edge chunks [chunk0, chunk0 + nchunks): exactly the edges into its rows, so a block's
+// message sums are complete once its chunks ran (nchunks = 0: no edges into the block; chunk0 = -1:
+// the chunks do not follow the blocks).
+struct NodeBlock {
+  int64_t row0 = 0, nrows = 0;
+  int64_t chunk0 = 0, nchunks = 0;
+  bool operator==(const NodeBlock& o) const {
+    return row0 == o.row0 && nrows == o.nrows && chunk0 == o.chunk0 && nchunks == o.nchunks;
+  }
+};
+
 struct TopologyOptions {
   int64_t edge_chunk = 1;       // edges per chunk (the memory plan's)
-  int64_t atom_chunk = 1;       // owned atoms per node chunk
+  int64_t atom_chunk = 1;       // owned atoms per node block (at most)
+  // Chunks end at receiver boundaries and node blocks own their chunks: blocks of whole rows with at
+  // most edge_chunk edges (a row with more is split into chunks of its own). Otherwise chunks of
+  // edge_chunk edges share their boundary rows, and blocks are atom_chunk rows apart.
+  bool row_aligned = false;
   int64_t padded_edges = 0;     // >= the edge count: pad to this many (0: no padding)
   int64_t padded_atoms = 0;     // >= the atom count
   bool sender_csr = false;      // build each chunk's sender CSR (layers after the first)
   bool atom_sums = false;       // build the per-atom edge counts and sender order (forces, virials)
   bool operator==(const TopologyOptions& o) const {
-    return edge_chunk == o.edge_chunk && atom_chunk == o.atom_chunk && padded_edges == o.padded_edges &&
+    return edge_chunk == o.edge_chunk && atom_chunk == o.atom_chunk && row_aligned == o.row_aligned &&
+           padded_edges == o.padded_edges &&
            padded_atoms == o.padded_atoms && sender_csr == o.sender_csr && atom_sums == o.atom_sums;
   }
 };
@@ -88,7 +105,9 @@ class EdgeTopology {
   std::vector<at::Tensor> chunk_rows;     // per chunk [count]: receiver minus row0
   std::vector<at::Tensor> chunk_row_ptr;  // per chunk [nrows + 1]
   std::vector<XIndexCsr> chunk_senders;   // per chunk: xindex_csr of its senders over padded_atoms rows
-  std::vector<SpeciesGroups> atom_groups; // per node chunk of atom_chunk owned atoms
+  std::vector<NodeBlock> blocks;          // over the nlocal owned rows
+  bool blocks_own_chunks() const { return blocks.empty() || blocks.front().chunk0 >= 0; }
+  std::vector<SpeciesGroups> atom_groups; // per block
   // Per-atom sums over all edges (atom_sums): [padded_atoms] edge counts as receiver and as sender,
   // the same as CSR row pointers [padded_atoms + 1], and the sorted edges in sender order (stable),
   // for deterministic per-atom sums (atom_sums.h).

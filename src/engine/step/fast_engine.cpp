@@ -92,7 +92,8 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     for (const auto& b : L.out.blocks()) sc_out += static_cast<double>(c.channels()) * b.ir.dim();
     costs_.kept_per_atom += s * (2 * target + out + 16);
     costs_.transient_per_atom = std::max(costs_.transient_per_atom, s * (6 * target + 3 * sc_out + 4 * out + 2 * in));
-    costs_.resident_per_atom += s * (3 * in + 2 * target + 2);
+    costs_.resident_per_atom += s * 3 * in;
+    costs_.sums_per_atom.push_back(s * (target + 1));  // message sums and density sums
   }
   costs_.resident_per_atom += 8 * 8;  // float64 energies and bookkeeping
   // Per edge for the whole step: the edge topology (edge_topology.h: order, sorted senders and
@@ -152,7 +153,7 @@ void FastEngine::update_plan(int64_t atoms, int64_t edges) {
   // Printed when the mode or the chunk sizes change, not at every new atom or edge count (LAMMPS
   // changes them at every neighbour-list rebuild); whole-step plans differ only in their sizes.
   const bool changed = planned_atoms_ < 0 || plan.recompute != plan_.recompute ||
-                       (plan.recompute && (plan.edge_chunk != plan_.edge_chunk || plan.atom_chunk != plan_.atom_chunk));
+                       (plan.recompute && !plan.same_shape(plan_));
   plan_ = plan;
   planned_atoms_ = atoms;
   planned_edges_ = edges;
@@ -274,6 +275,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   TopologyOptions options;
   options.edge_chunk = plan_.edge_chunk;
   options.atom_chunk = plan_.atom_chunk;
+  options.row_aligned = plan_.recompute;
   options.sender_csr = want.any() && p_.config.num_interactions > 1;
   options.atom_sums = want.any();
   if (use_graph || options_.pad_to_bucket) {

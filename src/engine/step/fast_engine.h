@@ -150,12 +150,17 @@ class FastEngine {
             const SegmentedCudaGraph::Cut& cut, EngineResult* out);
   struct StepState;  // what one step's passes share (layer_passes.cpp)
   MessageChunkInput message_input(const StepState& s, std::size_t chunk, int layer, const at::Tensor& hu) const;
-  NodeChunkInput node_input(const StepState& s, int layer, int64_t a0, int64_t na) const;
+  NodeChunkInput node_input(const StepState& s, int layer, std::size_t block, const at::Tensor& mlin,
+                            const at::Tensor& density) const;
+  bool one_chunk_block(std::size_t block) const;
+  void block_sums(const StepState& s, int layer, std::size_t block, const at::Tensor& mlin, const at::Tensor& density,
+                  bool accumulate, std::vector<MessageChunkState>* states) const;
   void prepare_radials_beside(StepState& s);
   void zbl_forward(StepState& s);
   void forward_layer(StepState& s, int layer);
   void backward_nodes(StepState& s, int layer, at::Tensor* dh);
   void backward_edges(StepState& s, int layer, at::Tensor* dhu);
+  void backward_blocks(StepState& s, int layer, at::Tensor* dh, at::Tensor* dhu);
   void backward_layer(StepState& s, int layer);
   void add_side_grad_v(StepState& s);
   void finish_gradients(StepState& s, EngineResult* out);

@@ -4,6 +4,7 @@
 // the edge gradients. What the passes share lives in StepState.
 #include <algorithm>
 
+#include "core/error.h"
 #include "engine/ops/edge_terms.h"
 #include "engine/step/atom_sums.h"
 #include "engine/step/fast_engine.h"
@@ -67,15 +68,45 @@ MessageChunkInput FastEngine::message_input(const StepState& s, std::size_t k, i
   return in;
 }
 
-NodeChunkInput FastEngine::node_input(const StepState& s, int t, int64_t a0, int64_t na) const {
+NodeChunkInput FastEngine::node_input(const StepState& s, int t, std::size_t b, const at::Tensor& mlin,
+                                      const at::Tensor& density) const {
   const StepState::Layer& S = s.layers[t];
+  const NodeBlock& B = topology_.blocks[b];
   NodeChunkInput in;
-  in.species = topology_.species_local.narrow(0, a0, na);
-  in.groups = topology_.atom_groups[a0 / plan_.atom_chunk];
-  in.mlin = S.mlin.narrow(0, a0, na);
-  if (p_.layers[t].density) in.density = S.dens.narrow(0, a0, na);
-  in.h_in = t == 0 ? h0_table_.index_select(0, in.species) : S.h.narrow(0, a0, na);
+  in.species = topology_.species_local.narrow(0, B.row0, B.nrows);
+  in.groups = topology_.atom_groups[b];
+  in.mlin = mlin;
+  if (p_.layers[t].density) in.density = density;
+  in.h_in = t == 0 ? h0_table_.index_select(0, in.species) : S.h.narrow(0, B.row0, B.nrows);
   return in;
+}
+
+// Whether block b's chunks cover its rows with one chunk (then the chunk's projection writes every
+// row once: no zeros to sum into).
+bool FastEngine::one_chunk_block(std::size_t b) const {
+  const NodeBlock& B = topology_.blocks[b];
+  if (B.nchunks != 1) return false;
+  const EdgeChunk& ch = topology_.chunks[B.chunk0];
+  return ch.row0 == B.row0 && ch.nrows == B.nrows;
+}
+
+// Block b's message sums in layer t: its chunks forward (with the states in *states: prepared ones,
+// or empty), each projected into the block's rows of mlin (split projection, DESIGN.md idea 3: the
+// linear commutes with the sum over edges, so the [rows, dim(mid)] sum never exists) and its
+// density sums into dens. accumulate: add to mlin (zeros) rather than write it.
+void FastEngine::block_sums(const StepState& s, int t, std::size_t b, const at::Tensor& mlin, const at::Tensor& dens,
+                            bool accumulate, std::vector<MessageChunkState>* states) const {
+  const NodeBlock& B = topology_.blocks[b];
+  for (int64_t j = 0; j < B.nchunks; ++j) {
+    const std::size_t k = static_cast<std::size_t>(B.chunk0 + j);
+    const EdgeChunk& ch = topology_.chunks[k];
+    lap(timer_, "edges_forward");
+    const MessageChunkOutput out = message_chunk_forward(geometry_, message_layer(t), message_input(s, k, t, s.layers[t].hu),
+                                                         &(*states)[j], true, timer_);
+    project_[t].forward_into(out.aggregate, mlin.narrow(0, ch.row0 - B.row0, ch.nrows), accumulate);
+    if (p_.layers[t].density) dens.narrow(0, ch.row0 - B.row0, ch.nrows).add_(out.density);
+  }
+  lap(timer_, "edges_forward");
 }
 
 // The radial MLPs of layers 1.. need only the edge vectors: with kept states they run on the side
@@ -108,12 +139,13 @@ void FastEngine::zbl_forward(StepState& s) {
   s.zbl_slope = slope;
 }
 
-// Layer t forward: its input features (exchanged to the ghosts), the message chunks projected as
-// they come (split projection), the node chunks writing the next features and the energies.
+// Layer t forward: its input features (exchanged to the ghosts), then block by block the message
+// chunks into the block's rows and the node work on them, writing the next features and the
+// energies. The message sums of all atoms are kept for the backward pass when the step keeps its
+// intermediates or the plan keeps this layer's sums; else they live for one block.
 void FastEngine::forward_layer(StepState& s, int t) {
   const InteractionParams& L = p_.layers[t];
-  const std::vector<EdgeChunk>& chunks = topology_.chunks;
-  const int64_t nlocal = topology_.nlocal, achunk = plan_.atom_chunk;
+  const int64_t nlocal = topology_.nlocal;
   StepState::Layer& S = s.layers[t];
   if (t > 0) {
     if (s.beside && t == 1) side_.join();  // (before the exchange: a capture segment may end there)
@@ -124,69 +156,67 @@ void FastEngine::forward_layer(StepState& s, int t) {
     lap(timer_, "halo_exchange");
     S.hu = up_[t].forward(S.h);
   }
-  // (one chunk covers every row: its projection writes them all)
-  const bool one_chunk = chunks.size() == 1 && chunks[0].row0 == 0 && chunks[0].nrows == nlocal;
-  S.mlin = one_chunk ? at::empty({nlocal, L.target.dim()}, p_.options) : at::zeros({nlocal, L.target.dim()}, p_.options);
-  if (L.density) S.dens = at::zeros({nlocal}, p_.options);
+  const std::vector<NodeBlock>& blocks = topology_.blocks;
+  const bool store = s.want->any() && (s.keep || plan_.kept_sums[t]);
+  const bool whole = blocks.size() == 1 && one_chunk_block(0);
+  auto sums = [&](int64_t rows, bool zeros) {
+    return zeros ? at::zeros({rows, L.target.dim()}, p_.options) : at::empty({rows, L.target.dim()}, p_.options);
+  };
+  if (store) {
+    S.mlin = sums(nlocal, !whole);
+    if (L.density) S.dens = at::zeros({nlocal}, p_.options);
+  }
   std::vector<MessageChunkState> prepared = s.beside && t > 0 ? std::move(S.edges) : std::vector<MessageChunkState>();
   S.edges.clear();
-  for (std::size_t k = 0; k < chunks.size(); ++k) {
-    const EdgeChunk& ch = chunks[k];
-    MessageChunkState state;
-    if (!prepared.empty()) state = std::move(prepared[k]);  // prepared on the side stream
-    lap(timer_, "edges_forward");
-    const MessageChunkOutput out =
-        message_chunk_forward(geometry_, message_layer(t), message_input(s, k, t, S.hu), &state, true, timer_);
-    // Split projection (DESIGN.md idea 3): the linear commutes with the sum over edges, so each
-    // chunk's partial sums are projected right away and the [nlocal, dim(mid)] sum never exists.
-    project_[t].forward_into(out.aggregate, S.mlin.narrow(0, ch.row0, ch.nrows), /*accumulate=*/!one_chunk);
-    if (L.density) S.dens.narrow(0, ch.row0, ch.nrows).add_(out.density);
-    if (s.keep) S.edges.push_back(std::move(state));
-  }
-  lap(timer_, "edges_forward");
   s.h_local = at::empty({nlocal, L.out.dim()}, p_.options);
-  for (int64_t a0 = 0; a0 < nlocal; a0 += achunk) {
-    const int64_t na = std::min(achunk, nlocal - a0);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const NodeBlock& B = blocks[b];
+    const bool accumulate = !one_chunk_block(b);
+    const at::Tensor mlin = store ? S.mlin.narrow(0, B.row0, B.nrows) : sums(B.nrows, accumulate);
+    const at::Tensor dens = !L.density ? at::Tensor()
+                            : store    ? S.dens.narrow(0, B.row0, B.nrows)
+                                       : at::zeros({B.nrows}, p_.options);
+    std::vector<MessageChunkState> states(static_cast<std::size_t>(B.nchunks));
+    if (!prepared.empty())  // prepared on the side stream
+      for (int64_t j = 0; j < B.nchunks; ++j) states[j] = std::move(prepared[B.chunk0 + j]);
+    block_sums(s, t, b, mlin, dens, accumulate, &states);
+    if (s.keep)
+      for (MessageChunkState& st : states) S.edges.push_back(std::move(st));
     NodeChunkState state;
     const NodeChunkOutput out =
-        node_chunk_forward(p_, t, node_linears_[t], sc_[t], node_input(s, t, a0, na), &state, timer_);
-    s.h_local.narrow(0, a0, na).copy_(out.h);
-    s.energy.narrow(0, a0, na).add_(out.energy);
+        node_chunk_forward(p_, t, node_linears_[t], sc_[t], node_input(s, t, b, mlin, dens), &state, timer_);
+    s.h_local.narrow(0, B.row0, B.nrows).copy_(out.h);
+    s.energy.narrow(0, B.row0, B.nrows).add_(out.energy);
     if (s.keep) S.nodes.push_back(std::move(state));
   }
   lap(timer_, "nodes_forward");
 }
 
-// Layer t backward, node stage: d(projected sums) and d(density) into the layer's dmlin and ddens
-// and, for t > 0, d(input features) into *dh, from s.gh (recomputing each chunk's forward unless kept).
+// Layer t backward of a step that kept its intermediates, node stage: d(projected sums) and
+// d(density) into the layer's dmlin and ddens and, for t > 0, d(input features) into *dh, from s.gh.
 void FastEngine::backward_nodes(StepState& s, int t, at::Tensor* dh) {
   const InteractionParams& L = p_.layers[t];
   StepState::Layer& S = s.layers[t];
   S.dmlin = at::empty_like(S.mlin);
   if (L.density) S.ddens = at::empty_like(S.dens);
-  const int64_t nlocal = topology_.nlocal, achunk = plan_.atom_chunk;
-  for (int64_t a0 = 0, k = 0; a0 < nlocal; a0 += achunk, ++k) {
-    const int64_t na = std::min(achunk, nlocal - a0);
-    const NodeChunkInput in = node_input(s, t, a0, na);
-    NodeChunkState state;
-    if (s.keep)
-      state = std::move(S.nodes[k]);
-    else
-      node_chunk_forward(p_, t, node_linears_[t], sc_[t], in, &state, timer_);
-    const NodeChunkGradients gi =
-        node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state, s.gh.narrow(0, a0, na), p_.config.scale.front(),
-                           timer_);
-    S.dmlin.narrow(0, a0, na).copy_(gi.mlin);
-    if (L.density) S.ddens.narrow(0, a0, na).copy_(gi.density);
-    if (t > 0 && gi.h_in.defined()) dh->narrow(0, a0, na).add_(gi.h_in);
+  for (std::size_t b = 0; b < topology_.blocks.size(); ++b) {
+    const NodeBlock& B = topology_.blocks[b];
+    const NodeChunkInput in = node_input(s, t, b, S.mlin.narrow(0, B.row0, B.nrows),
+                                         L.density ? S.dens.narrow(0, B.row0, B.nrows) : at::Tensor());
+    NodeChunkState state = std::move(S.nodes[b]);
+    const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state,
+                                                      s.gh.narrow(0, B.row0, B.nrows), p_.config.scale.front(), timer_);
+    S.dmlin.narrow(0, B.row0, B.nrows).copy_(gi.mlin);
+    if (L.density) S.ddens.narrow(0, B.row0, B.nrows).copy_(gi.density);
+    if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
   }
   S.nodes.clear();
   lap(timer_, "nodes_backward");
 }
 
-// Layer t backward, message stage: per edge chunk (recomputed unless kept) dE/dv into s.grad_v (on
-// the side stream for t > 0 when beside) and, for t > 0, d(up-projected features) into *dhu, from
-// the layer's dmlin and ddens (backward_nodes).
+// Layer t backward of a step that kept its intermediates, message stage: per edge chunk dE/dv into
+// s.grad_v (on the side stream for t > 0 when beside) and, for t > 0, d(up-projected features) into
+// *dhu, from the layer's dmlin and ddens (backward_nodes).
 void FastEngine::backward_edges(StepState& s, int t, at::Tensor* dhu) {
   const InteractionParams& L = p_.layers[t];
   StepState::Layer& S = s.layers[t];
@@ -194,11 +224,7 @@ void FastEngine::backward_edges(StepState& s, int t, at::Tensor* dhu) {
   for (std::size_t k = 0; k < chunks.size(); ++k) {
     const EdgeChunk& ch = chunks[k];
     const MessageChunkInput in = message_input(s, k, t, S.hu);
-    MessageChunkState state;
-    if (s.keep)
-      state = std::move(S.edges[k]);
-    else
-      message_chunk_forward(geometry_, message_layer(t), in, &state, /*aggregate=*/false, timer_);
+    MessageChunkState state = std::move(S.edges[k]);
     // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
     const at::Tensor dagg = project_[t].transpose(S.dmlin.narrow(0, ch.row0, ch.nrows));
     const at::Tensor dd = L.density ? S.ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
@@ -236,16 +262,72 @@ void FastEngine::backward_layer(StepState& s, int t) {
     });
     for (const MessageChunkState& st : S.edges) side_.share(st.dR_rows);
   }
-  backward_nodes(s, t, &dh);
   at::Tensor dhu = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
-  if (dR_ahead) side_.join();
-  backward_edges(s, t, &dhu);
+  if (s.keep) {
+    backward_nodes(s, t, &dh);
+    if (dR_ahead) side_.join();
+    backward_edges(s, t, &dhu);
+  } else {
+    backward_blocks(s, t, &dh, &dhu);
+  }
+  S.mlin = S.dmlin = S.dens = S.ddens = at::Tensor();
   if (t > 0) {
     up_[t].transpose_into(dhu, dh, /*accumulate=*/true);
     if (halo_) add_side_grad_v(s);  // (a capture segment may end at the exchange)
     if (halo_) (*s.cut)([this, dh] { exchange(dh, /*forward=*/false); });
     lap(timer_, "halo_exchange");
     s.gh = dh.narrow(0, 0, nlocal);
+  }
+}
+
+// Layer t backward of a recompute plan, block by block: the block's message sums (kept, or its
+// chunks run forward again, keeping their states when there is one), its node work forward and
+// backward, then its chunks backward (recomputing geometry and radial MLP where no state was kept)
+// with dE/dv into s.grad_v, d(input features) into *dh and d(up-projected features) into *dhu.
+void FastEngine::backward_blocks(StepState& s, int t, at::Tensor* dh, at::Tensor* dhu) {
+  const InteractionParams& L = p_.layers[t];
+  StepState::Layer& S = s.layers[t];
+  for (std::size_t b = 0; b < topology_.blocks.size(); ++b) {
+    const NodeBlock& B = topology_.blocks[b];
+    at::Tensor mlin, dens;
+    std::vector<MessageChunkState> states(static_cast<std::size_t>(B.nchunks));
+    bool recomputed = false;
+    if (plan_.kept_sums[t]) {
+      mlin = S.mlin.narrow(0, B.row0, B.nrows);
+      if (L.density) dens = S.dens.narrow(0, B.row0, B.nrows);
+    } else {
+      const bool accumulate = !one_chunk_block(b);
+      mlin = accumulate ? at::zeros({B.nrows, L.target.dim()}, p_.options)
+                        : at::empty({B.nrows, L.target.dim()}, p_.options);
+      if (L.density) dens = at::zeros({B.nrows}, p_.options);
+      block_sums(s, t, b, mlin, dens, accumulate, &states);
+      // (one chunk's state is kept for its backward pass; several would not fit the plan)
+      recomputed = B.nchunks == 1;
+    }
+    const NodeChunkInput in = node_input(s, t, b, mlin, dens);
+    NodeChunkState node_state;
+    node_chunk_forward(p_, t, node_linears_[t], sc_[t], in, &node_state, timer_);
+    const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, node_state,
+                                                      s.gh.narrow(0, B.row0, B.nrows), p_.config.scale.front(), timer_);
+    if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
+    lap(timer_, "nodes_backward");
+    for (int64_t j = 0; j < B.nchunks; ++j) {
+      const std::size_t k = static_cast<std::size_t>(B.chunk0 + j);
+      const EdgeChunk& ch = topology_.chunks[k];
+      const MessageChunkInput msg = message_input(s, k, t, S.hu);
+      MessageChunkState state;
+      if (recomputed)
+        state = std::move(states[j]);
+      else
+        message_chunk_forward(geometry_, message_layer(t), msg, &state, /*aggregate=*/false, timer_);
+      // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
+      const at::Tensor dagg = project_[t].transpose(gi.mlin.narrow(0, ch.row0 - B.row0, ch.nrows));
+      const at::Tensor dd = L.density ? gi.density.narrow(0, ch.row0 - B.row0, ch.nrows) : at::Tensor();
+      lap(timer_, "edges_backward");
+      s.grad_v.narrow(0, ch.begin, ch.count)
+          .add_(message_chunk_backward(geometry_, message_layer(t), msg, state, dagg, dd, dhu, timer_));
+    }
+    lap(timer_, "edges_backward");
   }
 }
 
@@ -282,6 +364,8 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
                       const SegmentedCudaGraph::Cut& cut, EngineResult* result) {
   const MaceConfig& c = p_.config;
   const int T = c.num_interactions;
+  if (!topology_.blocks_own_chunks())
+    throw Error("fast engine: node blocks that do not own their edge chunks (an edge topology built without row_aligned for several blocks)");
   StepState s;
   s.v64 = v64;
   s.v = v64.to(p_.options);
