@@ -1,4 +1,5 @@
-// The fast engine on a CUDA GPU: equals the CPU reference path (float64) for several chunk sizes and
+// The fast engine on a CUDA GPU: equals the CPU reference path (float64) for several chunk sizes
+// (down to one edge and one receiver row, message sums kept or recomputed per block) and
 // on a ghost-atom domain; float32 forces stay within 1e-4 (norm-wise) of float64; two runs give
 // bitwise-identical forces. Skipped, and reported as skipped, where no GPU exists.
 #include <gtest/gtest.h>
@@ -28,7 +29,10 @@ std::unique_ptr<Evaluator> evaluator(const std::string& model, const std::string
   set_engine_option(o, "path", path);
   o.device = device;
   set_engine_option(o, "dtype", dtype);
-  o.edge_chunk = o.atom_chunk = chunk;
+  // (negative: chunks of -chunk and a one-byte budget, so that every layer's message sums are
+  // recomputed per node block)
+  o.edge_chunk = o.atom_chunk = std::abs(chunk);
+  if (chunk < 0) o.memory_bytes = 1;
   set_engine_option(o, "radial_pairs", radial_pairs);
   return make_evaluator(ModelFile::load(testing::exported_model(model)), o);
 }
@@ -51,7 +55,7 @@ TEST_P(GpuFastCase, CudaFastEqualsCpuReference) {
   const auto cpu = evaluator(GetParam(), "reference", "cpu");
   // (these graphs are small: "auto" leaves the radial MLP unshared on a GPU; "on" shares it per pair)
   for (const std::string pairs : {"auto", "on"})
-    for (const int64_t chunk : {int64_t{0}, int64_t{7}, int64_t{64}}) {
+    for (const int64_t chunk : {int64_t{0}, int64_t{7}, int64_t{64}, int64_t{-1}, int64_t{-7}}) {
       const auto gpu = evaluator(GetParam(), "fast", "cuda", "float64", chunk, pairs);
       for (const std::string which : {"bulk", "cluster"}) {
         const Structure s = testing::reference_structure(ref, which);
