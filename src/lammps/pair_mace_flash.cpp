@@ -345,7 +345,41 @@ void PairMACEFlash::evaluate_or_stop(const std::function<void()>& evaluation) {
 
 void PairMACEFlash::finish() {
   report_rebuilds();
+  report_memory();
   report_exchange();
+}
+
+void PairMACEFlash::report_memory() {
+  if (!model_) return;
+  const std::string device = model_->device();
+  const double mine[2] = {static_cast<double>(flashmace::peak_memory_bytes(device)),
+                          static_cast<double>(flashmace::device_memory_in_use(device))};
+  flashmace::reset_peak_memory(device);
+  struct {
+    double value;
+    int rank;
+  } in_use{mine[1], comm->me}, most{0, 0};
+  MPI_Allreduce(&in_use, &most, 1, MPI_DOUBLE_INT, MPI_MAXLOC, world);
+  double peak = mine[0];
+  bigint owned = atom->nlocal;
+  MPI_Bcast(&peak, 1, MPI_DOUBLE, most.rank, world);
+  MPI_Bcast(&owned, 1, MPI_LMP_BIGINT, most.rank, world);
+  if (comm->me != 0) return;
+  const double per_atom = owned > 0 ? most.value / 1024.0 / static_cast<double>(owned) : 0.0;
+  char line[320];
+  if (device.rfind("cuda", 0) == 0)
+    std::snprintf(line, sizeof(line),
+                  "mace/flash memory during this run, rank %d of %d (the most in use): engine peak %.2f GiB; its GPU "
+                  "has %.2f GiB in use (LAMMPS's arrays and every process on it included), %.1f KB per owned atom "
+                  "(%lld atoms)\n",
+                  most.rank, comm->nprocs, peak / 1073741824.0, most.value / 1073741824.0, per_atom,
+                  static_cast<long long>(owned));
+  else
+    std::snprintf(line, sizeof(line),
+                  "mace/flash memory during this run, rank %d of %d (the most in use): process peak resident set "
+                  "%.2f GiB, %.1f KB per owned atom (%lld atoms)\n",
+                  most.rank, comm->nprocs, most.value / 1073741824.0, per_atom, static_cast<long long>(owned));
+  utils::logmesg(lmp, line);
 }
 
 void PairMACEFlash::report_rebuilds() {

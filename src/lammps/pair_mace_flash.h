@@ -44,6 +44,10 @@ class PairMACEFlash : public Pair {
   // LAMMPS's neighbour-list builds (Neighbor::ncalls, which the run's setup resets), summed over
   // ranks, and starts counting anew (collective).
   void report_rebuilds();
+  // Prints the memory of the rank that used most during the run: the engine's peak allocation,
+  // what its device has in use (LAMMPS's own arrays included) and that per owned atom; then starts
+  // the engine's peak anew (collective).
+  void report_memory();
 
   // Ghost-row exchange of node features (forward) and their gradients (reverse).
   int pack_forward_comm(int, int*, double*, int, int*) override;

@@ -125,6 +125,20 @@ int64_t peak_memory_bytes(const std::string& device) {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
+int64_t device_memory_in_use(const std::string& device) {
+#ifdef FLASHMACE_TORCH_CUDA
+  if (is_cuda(device)) {
+    const c10::cuda::CUDAGuard guard(index_of(device));
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+    return static_cast<int64_t>(total - free);
+  }
+#endif
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
 int64_t free_device_memory(const std::string& device) {
 #ifdef FLASHMACE_TORCH_CUDA
   if (is_cuda(device)) {

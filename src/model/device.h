@@ -37,6 +37,10 @@ void release_cached_memory(const std::string& device);
 // Peak bytes allocated on a CUDA device since the last reset; for "cpu", the process's peak
 // resident set size (which never resets).
 int64_t peak_memory_bytes(const std::string& device);
+// What a CUDA device has in use, by every allocation of every process on it (total minus free:
+// LibTorch's cache, a Kokkos LAMMPS's own arrays and contexts included); for "cpu", the process's
+// peak resident set size.
+int64_t device_memory_in_use(const std::string& device);
 std::string device_name(const std::string& device);
 // Free bytes on a CUDA device (cudaMemGetInfo plus what LibTorch's cache holds but does not use);
 // for "cpu", the available system memory.

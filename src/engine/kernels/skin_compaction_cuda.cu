@@ -115,8 +115,10 @@ __global__ void scatter_kernel(SkinCompaction<T> c) {
   c.out_sender[pos] = s;
   c.out_receiver[pos] = r;
   c.chunk_rows[pos] = r;
-  c.z_sender[pos] = c.z_node[s];
-  c.z_receiver[pos] = c.z_node[r];
+  if (c.z_sender) {
+    c.z_sender[pos] = c.z_node[s];
+    c.z_receiver[pos] = c.z_node[r];
+  }
   c.sender_slot[pos] = c.slot_node[s];
 }
 
@@ -166,8 +168,10 @@ __global__ void rows_kernel(SkinCompaction<T> c) {
         c.out_sender[b] = a;
         c.out_receiver[b] = a;
         c.chunk_rows[b] = a;
-        c.z_sender[b] = c.z_node[a];
-        c.z_receiver[b] = c.z_node[a];
+        if (c.z_sender) {
+          c.z_sender[b] = c.z_node[a];
+          c.z_receiver[b] = c.z_node[a];
+        }
         c.sender_slot[b] = c.slot_node[a];
         if (c.pair_index) {
           c.pair_index_out[b] = used < c.bucket_rows ? used : c.bucket_rows - 1;

@@ -53,7 +53,7 @@ struct SkinCompaction {
   double* vectors = nullptr;  // [B, 3]
   int64_t* out_sender = nullptr;
   int64_t* out_receiver = nullptr;
-  int64_t* z_sender = nullptr;
+  int64_t* z_sender = nullptr;  // (both null: the topology holds no atomic numbers)
   int64_t* z_receiver = nullptr;
   int64_t* sender_slot = nullptr;
   int64_t* chunk_rows = nullptr;

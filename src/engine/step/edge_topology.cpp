@@ -136,9 +136,11 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
   t.order = std::get<1>(sorted);
   t.receiver = receiver.index_select(0, t.order);
   t.sender = sender.index_select(0, t.order);
-  const at::Tensor z_node = atomic_numbers.index_select(0, g.species);
-  t.z_sender = z_node.index_select(0, t.sender);
-  t.z_receiver = z_node.index_select(0, t.receiver);
+  if (o.edge_elements) {
+    const at::Tensor z_node = atomic_numbers.index_select(0, g.species);
+    t.z_sender = z_node.index_select(0, t.sender);
+    t.z_receiver = z_node.index_select(0, t.receiver);
+  }
 
   // Layer 0 indexes its x table by sender element slot: rows of the per-element table for the
   // elements present.
@@ -196,7 +198,9 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
   const auto i64 = species.options();
   const int64_t B = t.padded_edges, A = t.padded_atoms;
   t.order = at::arange(B, i64);
-  for (at::Tensor* x : {&t.sender, &t.receiver, &t.z_sender, &t.z_receiver, &t.sender_slot}) *x = at::zeros({B}, i64);
+  for (at::Tensor* x : {&t.sender, &t.receiver, &t.sender_slot}) *x = at::zeros({B}, i64);
+  if (o.edge_elements)
+    for (at::Tensor* x : {&t.z_sender, &t.z_receiver}) *x = at::zeros({B}, i64);
   t.present = t.atoms > 0 ? elements_present(species) : std::vector<int64_t>{};
   t.present_index = at::tensor(t.present.empty() ? std::vector<int64_t>{0} : t.present, at::kLong).to(species.device());
   t.species_local = species.narrow(0, 0, nlocal).clone();
@@ -230,7 +234,8 @@ bool EdgeTopology::same_shape(const EdgeTopology& o) const {
 }
 
 std::vector<at::Tensor*> EdgeTopology::device_tensors() {
-  std::vector<at::Tensor*> t{&sender, &receiver, &z_sender, &z_receiver, &present_index, &sender_slot, &species_local};
+  std::vector<at::Tensor*> t{&sender, &receiver, &present_index, &sender_slot, &species_local};
+  if (z_sender.defined()) t.insert(t.end(), {&z_sender, &z_receiver});
   for (auto& r : chunk_rows) t.push_back(&r);
   for (auto& r : chunk_row_ptr) t.push_back(&r);
   for (auto& c : chunk_senders) {

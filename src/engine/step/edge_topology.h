@@ -52,11 +52,12 @@ struct TopologyOptions {
   bool row_aligned = false;
   int64_t padded_edges = 0;     // >= the edge count: pad to this many (0: no padding)
   int64_t padded_atoms = 0;     // >= the atom count
+  bool edge_elements = true;    // the edges' atomic numbers (read by a distance transform and ZBL)
   bool sender_csr = false;      // build each chunk's sender CSR (layers after the first)
   bool atom_sums = false;       // build the per-atom edge counts and sender order (forces, virials)
   bool operator==(const TopologyOptions& o) const {
     return edge_chunk == o.edge_chunk && atom_chunk == o.atom_chunk && row_aligned == o.row_aligned &&
-           padded_edges == o.padded_edges &&
+           edge_elements == o.edge_elements && padded_edges == o.padded_edges &&
            padded_atoms == o.padded_atoms && sender_csr == o.sender_csr && atom_sums == o.atom_sums;
   }
 };
@@ -96,7 +97,7 @@ class EdgeTopology {
 
   at::Tensor order;                       // [padded_edges] caller's edge index of each sorted edge (>= edges: padding)
   at::Tensor sender, receiver;            // [padded_edges] in receiver order
-  at::Tensor z_sender, z_receiver;        // [padded_edges] atomic numbers
+  at::Tensor z_sender, z_receiver;        // [padded_edges] atomic numbers (edge_elements; else undefined)
   std::vector<int64_t> present;           // elements of all atoms (sorted)
   at::Tensor present_index;               // [max(1, present)] on the device
   at::Tensor sender_slot;                 // [padded_edges] position of each sender's element in present

@@ -97,10 +97,11 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
   }
   costs_.resident_per_atom += 8 * 8;  // float64 energies and bookkeeping
   // Per edge for the whole step: the edge topology (edge_topology.h: order, sorted senders and
-  // receivers, their atomic numbers and element slots, chunk rows, sender CSR, the caller's senders
-  // and receivers to compare with: ten int64), the sorted vectors (float64 and model dtype), dE/dv
+  // receivers, their element slots, chunk rows, sender CSR, the caller's senders and receivers to
+  // compare with, and the atomic numbers where edge_elements(): eight or ten int64), the sorted
+  // float64 vectors (recompute plans convert them to a float32 model's dtype per chunk), dE/dv
   // (model dtype, then float64 in the caller's order).
-  costs_.resident_per_edge = 8.0 * 10 + 3 * (8.0 + s) + 3 * (s + 8.0);
+  costs_.resident_per_edge = 8.0 * (edge_elements() ? 10 : 8) + 3 * 8.0 + 3 * (s + 8.0);
 }
 
 void FastEngine::build_radial_splines(const ModelFile& file) {
@@ -276,6 +277,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   options.edge_chunk = plan_.edge_chunk;
   options.atom_chunk = plan_.atom_chunk;
   options.row_aligned = plan_.recompute;
+  options.edge_elements = edge_elements();
   options.sender_csr = want.any() && p_.config.num_interactions > 1;
   options.atom_sums = want.any();
   if (use_graph || options_.pad_to_bucket) {

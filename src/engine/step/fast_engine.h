@@ -138,6 +138,9 @@ class FastEngine {
   void build_radial_splines(const ModelFile& file);  // radial spline: one table per layer
   void choose_first_layer();  // reassociate auto: per element or per edge, from topology_'s elements
   void update_plan(int64_t atoms, int64_t edges);
+  // Whether the edges' atomic numbers are read (a distance transform, ZBL): else the topology
+  // holds none.
+  bool edge_elements() const { return p_.zbl || !p_.config.distance_transform.empty(); }
   void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage);
   // The pairs of a captured step from graph_v64_: kept while still valid, else made anew and copied
   // into the captured tensors (or the graph dropped when their padded row count changed).

@@ -33,7 +33,10 @@ struct FastEngine::StepState {
     std::vector<MessageChunkState> edges;  // kept chunk states (no-recompute plans)
     std::vector<NodeChunkState> nodes;
   };
-  at::Tensor v64, v;                         // [padded edges, 3] sorted edge vectors: float64, model dtype
+  // [padded edges, 3] sorted edge vectors: float64, and in the model dtype (when that is float64,
+  // or the step keeps its chunks' states, or ZBL reads them: else converted per chunk, which
+  // saves a copy of all edges' vectors in recompute plans)
+  at::Tensor v64, v;
   const std::vector<RadialPairs>* pairs;     // per chunk (or null)
   const SegmentedCudaGraph::Cut* cut;        // receives the halo exchanges
   const EngineRequest* want;
@@ -55,9 +58,11 @@ MessageChunkInput FastEngine::message_input(const StepState& s, std::size_t k, i
   const EdgeChunk& ch = topo.chunks[k];
   MessageChunkInput in;
   if (s.pairs && (*s.pairs)[k].index.defined()) in.pairs = &(*s.pairs)[k];
-  in.vectors = slice(s.v, ch);
-  in.z_sender = slice(topo.z_sender, ch);
-  in.z_receiver = slice(topo.z_receiver, ch);
+  in.vectors = s.v.defined() ? slice(s.v, ch) : slice(s.v64, ch).to(p_.options.dtype());
+  if (topo.z_sender.defined()) {
+    in.z_sender = slice(topo.z_sender, ch);
+    in.z_receiver = slice(topo.z_receiver, ch);
+  }
   in.x_table = t == 0 ? s.x0_table : hu;
   in.x_index = t == 0 ? slice(topo.sender_slot, ch) : slice(topo.sender, ch);
   in.rows = topo.chunk_rows[k];
@@ -368,11 +373,11 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
     throw Error("fast engine: node blocks that do not own their edge chunks (an edge topology built without row_aligned for several blocks)");
   StepState s;
   s.v64 = v64;
-  s.v = v64.to(p_.options);
+  s.keep = want.any() && !plan_.recompute;
+  if (p_.options.dtype() == at::kDouble || s.keep || p_.zbl) s.v = v64.to(p_.options);
   s.pairs = pairs;
   s.cut = &cut;
   s.want = &want;
-  s.keep = want.any() && !plan_.recompute;
   s.beside = side_.active() && s.keep && T > 1 && !timer_;
   s.x0_table = hu0_table_.index_select(0, topology_.present_index);
   s.layers.resize(T);
@@ -386,7 +391,7 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
       p_.atomic_energies_f64.index_select(0, topology_.species_local);
   if (!want.any()) return;
 
-  s.grad_v = at::zeros_like(s.v);
+  s.grad_v = at::zeros({v64.size(0), 3}, p_.options);
   s.side_grad_v.resize(topology_.chunks.size());
   for (int t = T - 1; t >= 0; --t) backward_layer(s, t);
   finish_gradients(s, result);

@@ -40,6 +40,7 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   TopologyOptions o;
   o.edge_chunk = plan_.edge_chunk;
   o.atom_chunk = plan_.atom_chunk;
+  o.edge_elements = edge_elements();
   o.padded_atoms = atoms;
   o.sender_csr = p_.config.num_interactions > 1;
   o.atom_sums = true;

@@ -208,8 +208,10 @@ void SkinList::compact_reference(const at::Tensor& positions, EdgeTopology* topo
   v64->copy_(at::where(real.unsqueeze(1), full.index_select(0, srcc), far));
   topo->sender.copy_(send);
   topo->receiver.copy_(recv);
-  topo->z_sender.copy_(z_node_.index_select(0, send));
-  topo->z_receiver.copy_(z_node_.index_select(0, recv));
+  if (topo->z_sender.defined()) {
+    topo->z_sender.copy_(z_node_.index_select(0, send));
+    topo->z_receiver.copy_(z_node_.index_select(0, recv));
+  }
   topo->sender_slot.copy_(slot_node_.index_select(0, send));
   topo->chunk_rows.front().copy_(recv);
   topo->chunk_row_ptr.front().copy_(rp);
@@ -318,8 +320,10 @@ void SkinList::compact_cuda(const at::Tensor& positions, EdgeTopology* topo, Rad
     c->vectors = v64->data_ptr<double>();
     c->out_sender = ptr(topo->sender);
     c->out_receiver = ptr(topo->receiver);
-    c->z_sender = ptr(topo->z_sender);
-    c->z_receiver = ptr(topo->z_receiver);
+    if (topo->z_sender.defined()) {
+      c->z_sender = ptr(topo->z_sender);
+      c->z_receiver = ptr(topo->z_receiver);
+    }
     c->sender_slot = ptr(topo->sender_slot);
     c->chunk_rows = ptr(topo->chunk_rows.front());
     c->chunk_row_ptr = ptr(topo->chunk_row_ptr.front());
