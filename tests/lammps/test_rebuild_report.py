@@ -86,3 +86,24 @@ def test_moving_atoms_build_once_per_rank_per_list_build(tmp_path, nprocs):
         assert overflows == 0, (thermalise, measured)
         assert topologies == nprocs * (1 + rebuilds), (thermalise, measured)
         assert pairings == nprocs * (1 + rebuilds), (thermalise, measured)
+
+
+MEMORY = re.compile(r"mace/flash memory during this run, rank (\d+) of (\d+) \(the most in use\): process peak "
+                    r"resident set ([0-9.]+) GiB, ([0-9.]+) KB per owned atom \((\d+) atoms\)")
+LOOP_ATOMS = re.compile(r"^Loop time of [0-9.e+-]+ on \d+ procs for \d+ steps with (\d+) atoms", re.M)
+
+
+@pytest.mark.parametrize("nprocs", [pytest.param(1, id="np1"), pytest.param(2, id="np2")])
+def test_memory_report_names_the_busiest_rank_and_its_atoms(tmp_path, nprocs):
+    output = run_lammps(tmp_path, DECK, nprocs)
+    found = MEMORY.findall(output)
+    natoms = [int(n) for n in LOOP_ATOMS.findall(output)]
+    assert len(found) == 2 and len(natoms) == 2, (found, natoms)
+    for (rank, ranks, gib, kb_per_atom, owned), total in zip(found, natoms):
+        assert 0 <= int(rank) < nprocs and int(ranks) == nprocs
+        # One rank owns every atom; with two, the busiest owns some but not all.
+        assert int(owned) == total if nprocs == 1 else 0 < int(owned) < total, (owned, total)
+        # A LibTorch process holds more than 50 MiB and (on CI's machines) less than 64 GiB.
+        assert 0.05 < float(gib) < 64, gib
+        # The per-atom figure is the same memory divided by the owned atoms (as printed: 2 decimals).
+        assert float(kb_per_atom) * int(owned) / 1024**2 == pytest.approx(float(gib), abs=0.006), (gib, kb_per_atom)
