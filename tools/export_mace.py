@@ -4,7 +4,8 @@
 Two layers:
   * the core (no mace-torch needed): metadata_from_config() + write_model() take MACE's
     extract_config_mace_model() dictionary and a state_dict of numpy arrays;
-  * the front end: export_model() takes a live mace-torch model object or a saved `.model` file.
+  * the front end: export_model() takes a live mace-torch model object or a saved `.model` file
+    (models with cuEquivariance operations are converted back to e3nn with mace-torch's own tool).
 
 Usage:
   export_mace.py MODEL.model OUT.safetensors [--dtype float32|float64]
@@ -179,14 +180,50 @@ def export_reference(reference_path, out_path, dtype=None):
     return write_model(out_path, config, state, dtype=dtype, provenance=provenance)
 
 
+def uses_cuequivariance(model):
+    """Whether the model runs cuEquivariance's operations (trained with enable_cueq, or converted by
+    mace-torch's convert_e3nn_cueq): their weights are laid out for cuEquivariance, not e3nn."""
+    return any(type(m).__module__.startswith("cuequivariance_torch") for m in model.modules())
+
+
+def to_e3nn(model):
+    """A cuEquivariance model converted back to e3nn modules by mace-torch's own convert_cueq_e3nn
+    (on the CPU); torch's default dtype, which the converter sets, is restored."""
+    import tempfile
+
+    import torch
+    from mace.cli.convert_cueq_e3nn import run as convert_cueq_e3nn
+
+    default_dtype = torch.get_default_dtype()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cueq.model")
+        torch.save(model, path)
+        try:
+            return convert_cueq_e3nn(path, device="cpu", return_model=True)
+        finally:
+            torch.set_default_dtype(default_dtype)
+
+
 def export_model(model, out_path, dtype=None, source="live object"):
-    """Front end: a mace-torch ScaleShiftMACE object, or the path of a saved `.model` file."""
+    """Front end: a mace-torch ScaleShiftMACE object, or the path of a saved `.model` file. Models with
+    cuEquivariance operations are converted back to e3nn first (to_e3nn)."""
     import torch
     from mace.tools.scripts_utils import extract_config_mace_model
 
     if isinstance(model, (str, os.PathLike)):
         source = os.path.basename(str(model))
-        model = torch.load(str(model), map_location="cpu", weights_only=False)
+        try:
+            model = torch.load(str(model), map_location="cpu", weights_only=False)
+        except ModuleNotFoundError as err:
+            if "cuequivariance" not in str(err):
+                raise
+            raise ValueError(f"{source} was saved with cuEquivariance operations (trained with enable_cueq) and "
+                             f"loads only where cuequivariance-torch is installed ({err}); install the versions "
+                             "of tools/requirements-cueq.txt (cuequivariance, cuequivariance-torch) where the "
+                             "exporter runs, then export again: it converts the model back to e3nn") from err
+    converted = uses_cuequivariance(model)
+    if converted:
+        model = to_e3nn(model)
     config = extract_config_mace_model(model)
     # extract_config_mace_model reads the correlation of the first product only; models may use one
     # per layer (correlation=[2, 3]), so take each layer's from its symmetric contraction.
@@ -205,6 +242,8 @@ def export_model(model, out_path, dtype=None, source="live object"):
         mace_version = "unknown"
     provenance = {"exporter": "flashmace tools/export_mace.py", "source": source, "source_kind": "mace-torch model",
                   "mace_version": mace_version, "torch_version": torch.__version__}
+    if converted:
+        provenance["converted"] = "cuEquivariance -> e3nn (mace.cli.convert_cueq_e3nn)"
     return write_model(out_path, config, state, avg_num_neighbors=avg, dtype=dtype, provenance=provenance)
 
 

