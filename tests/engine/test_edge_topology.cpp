@@ -2,7 +2,8 @@
 // reused only for the same species, senders and receivers (a permuted edge list, another structure
 // and the first one again each give the fresh engine's answer), and padding edges and atoms to the
 // CUDA-graph bucket changes nothing (float64, also on a ghost-atom domain with per-atom virials and
-// with several edge chunks). CPU; the graph replay itself is tested under `ctest -L gpu`.
+// with several edge chunks), and row-aligned chunks give node blocks that own exactly their rows'
+// edges. CPU; the graph replay itself is tested under `ctest -L gpu`.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -87,6 +88,65 @@ TEST(EdgeTopology, BucketsHoldTheCountWithLittlePadding) {
   EXPECT_EQ(padded_count(0, 1024), 0);
   // Counts a few percent apart (a neighbour-list rebuild) mostly share a bucket.
   EXPECT_EQ(padded_count(67392, 1024), padded_count(68000, 1024));
+}
+
+// Row-aligned chunks (recompute plans): blocks of whole receiver rows, in order and covering every
+// owned row once; each block's chunks hold exactly the edges into its rows, at most edge_chunk of
+// them, and a block of more than one row stays within edge_chunk edges and atom_chunk rows (a row
+// with more edges than edge_chunk is a block of its own, split into several chunks).
+TEST(EdgeTopology, RowAlignedBlocksOwnExactlyTheirRowsEdges) {
+  // Rows 0..5 with 3, 0, 9, 1, 2, 4 edges (row 1 has none), senders anywhere.
+  const std::vector<int64_t> counts{3, 0, 9, 1, 2, 4};
+  std::vector<int64_t> receiver;
+  for (int64_t r = 0; r < static_cast<int64_t>(counts.size()); ++r) receiver.insert(receiver.end(), counts[r], r);
+  const int64_t E = static_cast<int64_t>(receiver.size()), nlocal = 6, ntotal = 8;
+  GraphTensors g;
+  g.species = at::zeros({ntotal}, at::kLong);
+  g.receiver = at::tensor(receiver, at::kLong).flip(0);  // (the caller's order is not the receivers')
+  g.sender = at::remainder(at::arange(E, at::kLong) * 5 + 1, ntotal);
+  for (const auto& [edge_chunk, atom_chunk] : std::vector<std::pair<int64_t, int64_t>>{{4, 100}, {1, 1}, {7, 2}, {100, 3}}) {
+    TopologyOptions o;
+    o.edge_chunk = edge_chunk;
+    o.atom_chunk = atom_chunk;
+    o.row_aligned = true;
+    const EdgeTopology t = EdgeTopology::build(g, nlocal, o, at::tensor(std::vector<int64_t>{29}, at::kLong));
+    const std::string what = "edge chunk " + std::to_string(edge_chunk) + ", atom chunk " + std::to_string(atom_chunk);
+    ASSERT_TRUE(t.blocks_own_chunks()) << what;
+    ASSERT_EQ(t.atom_groups.size(), t.blocks.size()) << what;
+    int64_t row = 0, chunk = 0, edge = 0;
+    for (const NodeBlock& b : t.blocks) {
+      EXPECT_EQ(b.row0, row) << what;
+      EXPECT_EQ(b.chunk0, chunk) << what;
+      int64_t block_edges = 0;
+      for (int64_t r = b.row0; r < b.row0 + b.nrows; ++r) block_edges += counts[r];
+      if (b.nrows > 1) {
+        EXPECT_LE(block_edges, edge_chunk) << what;
+        EXPECT_LE(b.nrows, atom_chunk) << what;
+      }
+      int64_t held = 0;
+      for (int64_t k = b.chunk0; k < b.chunk0 + b.nchunks; ++k) {
+        const EdgeChunk& ch = t.chunks[k];
+        EXPECT_EQ(ch.begin, edge) << what;
+        EXPECT_GE(ch.count, 1) << what;
+        EXPECT_LE(ch.count, edge_chunk) << what;
+        EXPECT_EQ(ch.row0, b.row0) << what;
+        EXPECT_EQ(ch.nrows, b.nrows) << what;
+        // Every edge of the chunk goes into the block's rows, in receiver order.
+        const at::Tensor rows = t.receiver.narrow(0, ch.begin, ch.count);
+        EXPECT_GE(rows.min().item<int64_t>(), b.row0) << what;
+        EXPECT_LT(rows.max().item<int64_t>(), b.row0 + b.nrows) << what;
+        EXPECT_TRUE(at::equal(t.chunk_rows[k], rows - b.row0)) << what;
+        edge += ch.count;
+        held += ch.count;
+      }
+      EXPECT_EQ(held, block_edges) << what;
+      row += b.nrows;
+      chunk += b.nchunks;
+    }
+    EXPECT_EQ(row, nlocal) << what;
+    EXPECT_EQ(chunk, static_cast<int64_t>(t.chunks.size())) << what;
+    EXPECT_EQ(edge, E) << what;
+  }
 }
 
 }  // namespace
