@@ -134,9 +134,7 @@ int64_t device_memory_in_use(const std::string& device) {
     return static_cast<int64_t>(total - free);
   }
 #endif
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  return peak_memory_bytes(device);  // (the process's peak resident set)
 }
 
 int64_t free_device_memory(const std::string& device) {

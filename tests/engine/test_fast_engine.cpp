@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "core/lattice.h"
 #include "core/local_graph.h"
@@ -103,9 +104,6 @@ INSTANTIATE_TEST_SUITE_P(SharedReference, FastEngineCase, ::testing::ValuesIn(ca
          (info.param.streamed ? "_streamed" : "");
 });
 
-// A budget between "everything in one chunk" and "recompute" makes the planner keep every chunk's
-// intermediates while splitting the edges into several chunks: found by lowering the budget until
-// the logged plan says so, then checked against the reference path.
 TEST(FastEngine, Tf32OutsideFloat32OnCudaIsAnError) {
   EngineOptions o;
   o.dtype = Dtype::Float64;
@@ -234,15 +232,17 @@ TEST(MemoryPlan, CountsTheChunksStateOverAllAtoms) {
   }
 }
 
-TEST(FastEngine, KeptIntermediatesInSeveralChunksEqualReference) {
-  const Structure s = make_cubic_lattice("fcc", 3.61, 6, {28, 29}, 0.05, 5);  // 864 atoms, ~36k edges
+// Lowers the budget from `mib` by `factor` (down to `min_mib`) until the logged plan of small_l1 on
+// `s` passes `wanted(plan line, edges, edge chunk)`, and checks that evaluation against the
+// reference path. Returns whether some budget gave such a plan.
+bool plan_from_a_budget_equals_reference(const Structure& s, double mib, double min_mib, double factor,
+                                         const std::function<bool(const std::string&, long long, long long)>& wanted) {
   const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
   EngineOptions o;
   o.dtype = Dtype::Float64;
   o.path = EvaluationPath::Reference;
   const Prediction want = evaluate_structure(*make_evaluator(file, o), s);
-  bool found = false;
-  for (double mib = 512; mib >= 64 && !found; mib *= 0.9) {
+  for (; mib >= min_mib; mib *= factor) {
     std::string plan;
     o.path = EvaluationPath::Fast;
     o.memory_bytes = mib * 1024 * 1024;
@@ -252,52 +252,38 @@ TEST(FastEngine, KeptIntermediatesInSeveralChunksEqualReference) {
     const auto fast = make_evaluator(file, o);
     const Prediction got = evaluate_structure(*fast, s);
     long long atoms = 0, edges = 0, chunk = 0;
-    ASSERT_EQ(std::sscanf(plan.c_str(), "flashmace fast engine: %lld atoms, %lld edges: edge chunk %lld", &atoms,
+    EXPECT_EQ(std::sscanf(plan.c_str(), "flashmace fast engine: %lld atoms, %lld edges: edge chunk %lld", &atoms,
                           &edges, &chunk),
               3)
         << plan;
-    if (plan.find("no recompute") == std::string::npos || chunk >= edges) continue;
-    found = true;
-    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << plan;
-    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << plan;
-    EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << plan;
-  }
-  EXPECT_TRUE(found) << "no budget gave a no-recompute plan with several edge chunks";
-}
-
-// A budget below one block of all edges makes the planner recompute every layer's message sums per
-// node block: found by lowering the budget until the logged plan says so, then checked against
-// the reference path.
-TEST(FastEngine, StreamedMessageSumsFromTheBudgetEqualReference) {
-  const Structure s = make_cubic_lattice("fcc", 3.61, 5, {28, 29}, 0.05, 7);  // 500 atoms
-  const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
-  EngineOptions o;
-  o.dtype = Dtype::Float64;
-  o.path = EvaluationPath::Reference;
-  const Prediction want = evaluate_structure(*make_evaluator(file, o), s);
-  bool found = false;
-  for (double mib = 256; mib >= 0.5 && !found; mib *= 0.7) {
-    std::string plan;
-    o.path = EvaluationPath::Fast;
-    o.memory_bytes = mib * 1024 * 1024;
-    o.log = [&](const std::string& line) {
-      if (line.rfind("flashmace fast engine:", 0) == 0) plan = line;
-    };
-    const auto fast = make_evaluator(file, o);
-    const Prediction got = evaluate_structure(*fast, s);
-    long long atoms = 0, edges = 0, chunk = 0;
-    ASSERT_EQ(std::sscanf(plan.c_str(), "flashmace fast engine: %lld atoms, %lld edges: edge chunk %lld", &atoms,
-                          &edges, &chunk),
-              3)
-        << plan;
-    if (plan.find("message sums kept for 0 of 2 layers") == std::string::npos || chunk * 4 > edges) continue;
-    found = true;
+    if (!wanted(plan, edges, chunk)) continue;
     EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << plan;
     EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << plan;
     EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << plan;
     EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << plan;
+    return true;
   }
-  EXPECT_TRUE(found) << "no budget gave a plan recomputing the message sums in several blocks";
+  return false;
+}
+
+// A budget between "everything in one chunk" and "recompute" makes the planner keep every chunk's
+// intermediates while splitting the edges into several chunks: found by lowering the budget.
+TEST(FastEngine, KeptIntermediatesInSeveralChunksEqualReference) {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 6, {28, 29}, 0.05, 5);  // 864 atoms, ~36k edges
+  EXPECT_TRUE(plan_from_a_budget_equals_reference(s, 512, 64, 0.9, [](const std::string& plan, long long edges,
+                                                                      long long chunk) {
+    return plan.find("no recompute") != std::string::npos && chunk < edges;
+  })) << "no budget gave a no-recompute plan with several edge chunks";
+}
+
+// A budget below one block of all edges makes the planner recompute every layer's message sums per
+// node block.
+TEST(FastEngine, StreamedMessageSumsFromTheBudgetEqualReference) {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 5, {28, 29}, 0.05, 7);  // 500 atoms
+  EXPECT_TRUE(plan_from_a_budget_equals_reference(s, 256, 0.5, 0.7, [](const std::string& plan, long long edges,
+                                                                      long long chunk) {
+    return plan.find("message sums kept for 0 of 2 layers") != std::string::npos && chunk * 4 <= edges;
+  })) << "no budget gave a plan recomputing the message sums in several blocks";
 }
 
 class FastEngineDomain : public ::testing::TestWithParam<std::string> {};

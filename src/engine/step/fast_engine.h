@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "engine/ops/edge_geometry_op.h"
 #include "engine/step/edge_topology.h"
@@ -156,6 +157,7 @@ class FastEngine {
   NodeChunkInput node_input(const StepState& s, int layer, std::size_t block, const at::Tensor& mlin,
                             const at::Tensor& density) const;
   bool one_chunk_block(std::size_t block) const;
+  std::pair<at::Tensor, at::Tensor> block_sum_buffers(int layer, std::size_t block) const;
   void block_sums(const StepState& s, int layer, std::size_t block, const at::Tensor& mlin, const at::Tensor& density,
                   bool accumulate, std::vector<MessageChunkState>* states) const;
   void prepare_radials_beside(StepState& s);

@@ -3,6 +3,8 @@
 // recomputed or kept), each layer's ghost exchange between them, and the forces and virials from
 // the edge gradients. What the passes share lives in StepState.
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "core/error.h"
 #include "engine/ops/edge_terms.h"
@@ -95,6 +97,16 @@ bool FastEngine::one_chunk_block(std::size_t b) const {
   return ch.row0 == B.row0 && ch.nrows == B.nrows;
 }
 
+// Zeroed message and density sums for block b's rows in layer t, or uninitialised message sums
+// where one chunk writes them all (one_chunk_block).
+std::pair<at::Tensor, at::Tensor> FastEngine::block_sum_buffers(int t, std::size_t b) const {
+  const InteractionParams& L = p_.layers[t];
+  const int64_t rows = topology_.blocks[b].nrows;
+  const at::Tensor mlin = one_chunk_block(b) ? at::empty({rows, L.target.dim()}, p_.options)
+                                             : at::zeros({rows, L.target.dim()}, p_.options);
+  return {mlin, L.density ? at::zeros({rows}, p_.options) : at::Tensor()};
+}
+
 // Block b's message sums in layer t: its chunks forward (with the states in *states: prepared ones,
 // or empty), each projected into the block's rows of mlin (split projection, DESIGN.md idea 3: the
 // linear commutes with the sum over edges, so the [rows, dim(mid)] sum never exists) and its
@@ -163,12 +175,9 @@ void FastEngine::forward_layer(StepState& s, int t) {
   }
   const std::vector<NodeBlock>& blocks = topology_.blocks;
   const bool store = s.want->any() && (s.keep || plan_.kept_sums[t]);
-  const bool whole = blocks.size() == 1 && one_chunk_block(0);
-  auto sums = [&](int64_t rows, bool zeros) {
-    return zeros ? at::zeros({rows, L.target.dim()}, p_.options) : at::empty({rows, L.target.dim()}, p_.options);
-  };
   if (store) {
-    S.mlin = sums(nlocal, !whole);
+    const bool whole = blocks.size() == 1 && one_chunk_block(0);
+    S.mlin = whole ? at::empty({nlocal, L.target.dim()}, p_.options) : at::zeros({nlocal, L.target.dim()}, p_.options);
     if (L.density) S.dens = at::zeros({nlocal}, p_.options);
   }
   std::vector<MessageChunkState> prepared = s.beside && t > 0 ? std::move(S.edges) : std::vector<MessageChunkState>();
@@ -176,15 +185,13 @@ void FastEngine::forward_layer(StepState& s, int t) {
   s.h_local = at::empty({nlocal, L.out.dim()}, p_.options);
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     const NodeBlock& B = blocks[b];
-    const bool accumulate = !one_chunk_block(b);
-    const at::Tensor mlin = store ? S.mlin.narrow(0, B.row0, B.nrows) : sums(B.nrows, accumulate);
-    const at::Tensor dens = !L.density ? at::Tensor()
-                            : store    ? S.dens.narrow(0, B.row0, B.nrows)
-                                       : at::zeros({B.nrows}, p_.options);
+    auto [mlin, dens] = store ? std::make_pair(S.mlin.narrow(0, B.row0, B.nrows),
+                                               L.density ? S.dens.narrow(0, B.row0, B.nrows) : at::Tensor())
+                              : block_sum_buffers(t, b);
     std::vector<MessageChunkState> states(static_cast<std::size_t>(B.nchunks));
     if (!prepared.empty())  // prepared on the side stream
       for (int64_t j = 0; j < B.nchunks; ++j) states[j] = std::move(prepared[B.chunk0 + j]);
-    block_sums(s, t, b, mlin, dens, accumulate, &states);
+    block_sums(s, t, b, mlin, dens, !one_chunk_block(b), &states);
     if (s.keep)
       for (MessageChunkState& st : states) S.edges.push_back(std::move(st));
     NodeChunkState state;
@@ -301,11 +308,8 @@ void FastEngine::backward_blocks(StepState& s, int t, at::Tensor* dh, at::Tensor
       mlin = S.mlin.narrow(0, B.row0, B.nrows);
       if (L.density) dens = S.dens.narrow(0, B.row0, B.nrows);
     } else {
-      const bool accumulate = !one_chunk_block(b);
-      mlin = accumulate ? at::zeros({B.nrows, L.target.dim()}, p_.options)
-                        : at::empty({B.nrows, L.target.dim()}, p_.options);
-      if (L.density) dens = at::zeros({B.nrows}, p_.options);
-      block_sums(s, t, b, mlin, dens, accumulate, &states);
+      std::tie(mlin, dens) = block_sum_buffers(t, b);
+      block_sums(s, t, b, mlin, dens, !one_chunk_block(b), &states);
       // (one chunk's state is kept for its backward pass; several would not fit the plan)
       recomputed = B.nchunks == 1;
     }
