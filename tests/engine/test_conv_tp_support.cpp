@@ -182,6 +182,12 @@ Results run_kernels(const ConvTPProblem& p, bool specialize, const at::Tensor& r
   r.dR = g.dR;
   r.dY = g.dY;
   r.dx = dx - dx0;
+  // Over only the x rows the edges use (an edge chunk's senders), dx is the same bit for bit: each
+  // row sums the same edges in the same order, and the rows no edge uses keep their values.
+  at::Tensor dx_compact = dx0.clone();
+  conv_tp_aggregate_backward(op, p.dagg, p.x, p.xindex, p.Y, p.R, p.row_ptr, dx_compact, xindex_csr_compact(p.xindex),
+                             radial_index, dR_by_row);
+  EXPECT_TRUE(at::equal(dx_compact, dx)) << "dx with the compact x-index CSR";
   return r;
 }
 

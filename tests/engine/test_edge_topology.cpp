@@ -109,6 +109,7 @@ TEST(EdgeTopology, RowAlignedBlocksOwnExactlyTheirRowsEdges) {
     o.edge_chunk = edge_chunk;
     o.atom_chunk = atom_chunk;
     o.row_aligned = true;
+    o.sender_csr = true;
     const EdgeTopology t = EdgeTopology::build(g, nlocal, o, at::tensor(std::vector<int64_t>{29}, at::kLong));
     const std::string what = "edge chunk " + std::to_string(edge_chunk) + ", atom chunk " + std::to_string(atom_chunk);
     ASSERT_TRUE(t.blocks_own_chunks()) << what;
@@ -136,6 +137,14 @@ TEST(EdgeTopology, RowAlignedBlocksOwnExactlyTheirRowsEdges) {
         EXPECT_GE(rows.min().item<int64_t>(), b.row0) << what;
         EXPECT_LT(rows.max().item<int64_t>(), b.row0 + b.nrows) << what;
         EXPECT_TRUE(at::equal(t.chunk_rows[k], rows - b.row0)) << what;
+        // Its sender CSR: over the atoms it uses when there are several chunks, else over all.
+        const at::Tensor senders = t.sender.narrow(0, ch.begin, ch.count);
+        const XIndexCsr& csr = t.chunk_senders[k];
+        const at::Tensor used = std::get<0>(at::_unique(senders, /*sorted=*/true));
+        const at::Tensor rows_csr = t.chunks.size() > 1 ? csr.rows : at::arange(t.padded_atoms, at::kLong);
+        EXPECT_EQ(csr.rows.defined(), t.chunks.size() > 1) << what;
+        EXPECT_TRUE(t.chunks.size() == 1 || at::equal(rows_csr, used)) << what;
+        EXPECT_TRUE(at::equal(senders.index_select(0, csr.perm), rows_csr.repeat_interleave(csr.ptr.diff()))) << what;
         edge += ch.count;
         held += ch.count;
       }

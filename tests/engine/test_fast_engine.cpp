@@ -202,36 +202,6 @@ TEST(MemoryPlan, KeepsTheMessageSumsOfAsManyLayersAsLeaveRoomForFullBlocks) {
   EXPECT_NE(p.describe(N, E).find("message sums kept for 1 of 2 layers"), std::string::npos) << p.describe(N, E);
 }
 
-// Every chunk's sender CSR spans all atoms: the plan counts that state (chunks x atoms) in its
-// prediction, which stays within a budget that has room for it, and where none has, takes the
-// block size that costs least and says so by predicting more than the budget.
-TEST(MemoryPlan, CountsTheChunksStateOverAllAtoms) {
-  StageCosts c;
-  c.transient_per_edge = 50;
-  c.recomputed_per_edge = 30;
-  c.transient_per_atom = 2000;
-  c.resident_per_atom = 4000;
-  c.resident_per_edge = 50;
-  c.sums_per_atom = {8000, 8000};
-  c.per_chunk_per_atom = 8;
-  const int64_t N = 4000000, E = 80 * N;  // resident 32 GB
-  const double resident = 32e9, block_per_atom = 80 * 80.0 + 2000, k = static_cast<double>(N) * 8 * N;
-  for (const double room : {28e9, 2e9}) {
-    const MemoryPlan p = plan_memory(c, N, E, resident + room, 0, 0);
-    EXPECT_TRUE(p.recompute);
-    EXPECT_EQ(p.kept_sums, std::vector<bool>({false, false}));
-    const double chunks = std::ceil(static_cast<double>(E) / static_cast<double>(p.edge_chunk));
-    const double state = chunks * 8.0 * N;
-    EXPECT_GE(p.predicted_peak, resident + state) << room;
-    if (room == 28e9) {
-      EXPECT_LE(p.predicted_peak, resident + room);
-    } else {  // 2 GB cannot hold a block and the chunks' state: the cheapest block, sqrt(k / a) atoms
-      EXPECT_GT(p.predicted_peak, resident + room);
-      EXPECT_NEAR(static_cast<double>(p.atom_chunk), std::sqrt(k / block_per_atom), 1.0);
-    }
-  }
-}
-
 // Lowers the budget from `mib` by `factor` (down to `min_mib`) until the logged plan of small_l1 on
 // `s` passes `wanted(plan line, edges, edge chunk)`, and checks that evaluation against the
 // reference path. Returns whether some budget gave such a plan.

@@ -224,16 +224,16 @@ void emit_reductions(std::ostringstream& s, const ConvTPDescriptor& d) {
     << "  for (int w = 0; w < " << parts << "; ++w) s += dYp[(e * " << parts << "LL + w) * " << P << "LL + m];\n"
     << "  dY[tid] = s;\n}\n\n";
   s << "template <typename T>\n__device__ __forceinline__ void tp_dx_gather(const T* __restrict__ dxe, "
-       "const long long* __restrict__ x_perm, const long long* __restrict__ x_ptr, T* __restrict__ dx, "
-       "long long num_x) {\n"
+       "const long long* __restrict__ x_perm, const long long* __restrict__ x_ptr, "
+       "const long long* __restrict__ x_rows, T* __restrict__ dx, long long num_rows) {\n"
     << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    << "  if (tid >= num_x * " << d.dim_in1 << "LL) return;\n"
-    << "  const long long xr = tid / " << d.dim_in1 << ";\n"
+    << "  if (tid >= num_rows * " << d.dim_in1 << "LL) return;\n"
+    << "  const long long r = tid / " << d.dim_in1 << ";\n"
     << "  const int col = (int)(tid % " << d.dim_in1 << ");\n"
     << "  double s = 0.0;\n"
-    << "  for (long long j = x_ptr[xr]; j < x_ptr[xr + 1]; ++j) s += (double)dxe[x_perm[j] * " << d.dim_in1
+    << "  for (long long j = x_ptr[r]; j < x_ptr[r + 1]; ++j) s += (double)dxe[x_perm[j] * " << d.dim_in1
     << "LL + col];\n"
-    << "  dx[tid] += (T)s;\n}\n\n";
+    << "  dx[(x_rows ? x_rows[r] : r) * " << d.dim_in1 << "LL + col] += (T)s;\n}\n\n";
 }
 
 }  // namespace
@@ -284,8 +284,8 @@ std::string generate_conv_tp_cuda_source(const ConvTPDescriptor& d) {
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dy_reduce_" << f << "(const " << T
       << "* dYp, " << T << "* dY, long long E) { tp_dy_reduce<" << T << ">(dYp, dY, E); }\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") tp_dx_gather_" << f << "(const " << T
-      << "* dxe, const long long* x_perm, const long long* x_ptr, " << T << "* dx, long long num_x) { tp_dx_gather<"
-      << T << ">(dxe, x_perm, x_ptr, dx, num_x); }\n";
+      << "* dxe, const long long* x_perm, const long long* x_ptr, const long long* x_rows, " << T
+      << "* dx, long long num_rows) { tp_dx_gather<" << T << ">(dxe, x_perm, x_ptr, x_rows, dx, num_rows); }\n";
   }
   return s.str();
 }

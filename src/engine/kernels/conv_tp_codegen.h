@@ -13,7 +13,8 @@
 //               dYp [E, dy_parts, dy_padded]: each warp's partial dY (its 32 channels, reduced by
 //               register shuffles); dxe [E, dim_in1] each edge's x-gradient (skipped when null)
 //   tp_dy_reduce (dYp, dY, E): dY [E, dim_sh] = sum over the parts
-//   tp_dx_gather (dxe, x_perm, x_ptr, dx, num_x): dx[x] += sum of dxe over x's edges, in x_perm order
+//   tp_dx_gather (dxe, x_perm, x_ptr, x_rows, dx, num_rows): dx[x_rows[r] or r] += sum of dxe over CSR
+//                row r's edges, in x_perm order
 // rindex (may be null): each edge's row of R (conv_tp_kernels.h radial_index).
 // Sums over a row's edges (forward: in T over blocks of 8 edges, the blocks in double) and a node's
 // edges (dx) accumulate in double for both dtypes.

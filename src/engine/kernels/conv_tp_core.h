@@ -45,6 +45,12 @@ FLASHMACE_HD const T* conv_tp_radial(const ConvTPTables<T>& t, const ConvTPEdges
   return g.R + (g.radial_index ? g.radial_index[e] : e) * t.weight_numel;
 }
 
+// The x row that CSR row r of the dx pass accumulates into.
+template <typename T>
+FLASHMACE_HD int64_t conv_tp_x_row(const ConvTPGradients<T>& d, int64_t r) {
+  return d.x_rows ? d.x_rows[r] : r;
+}
+
 // out_u[m3] += r * TP(x_u, y)[m3]   (x_u: block i1 at channel u, y: block i2, out_u: block k at u)
 template <typename T>
 FLASHMACE_HD void conv_tp_forward_add(const ConvTPTables<T>& t, const ConvTPKernelPath& p, T r, const T* x_u,

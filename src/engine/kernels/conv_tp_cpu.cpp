@@ -7,7 +7,7 @@
 //   forward:      one thread per receiver row: agg[row] summed over the row's edges in order;
 //   dR, dY:       one thread per edge (dR[e], dY[e] written), or, with dR summed per radial row, one
 //                 thread per radial row for its edges (dY[e] written, dR[row] added in edge order);
-//   dx (+=):      one thread per x row, over its edges in x_perm order.
+//   dx (+=):      one thread per x row of the CSR, over its edges in x_perm order.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -189,11 +189,11 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
     });
   }
   if (!d.dx) return;
-  parallel_with_scratch<T>(g.num_x, t.dim_in1 + nterms, 8, [&](int64_t xr, T* scratch) {
+  parallel_with_scratch<T>(d.num_x_rows, t.dim_in1 + nterms, 8, [&](int64_t xr, T* scratch) {
     T* dx = scratch + nterms;
     std::fill(dx, dx + t.dim_in1, T(0));
     k.x_grad(t, g, d, gt.data(), xr, dx, scratch);
-    add_from_mu(x_blocks, dx, d.dx + xr * t.dim_in1);
+    add_from_mu(x_blocks, dx, d.dx + (d.x_rows ? d.x_rows[xr] : xr) * t.dim_in1);
   });
 }
 

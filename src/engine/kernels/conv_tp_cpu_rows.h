@@ -5,7 +5,7 @@
 //   forward_row:  out_mu[dim_mid] += sum over the row's edges of TP(x[xindex[e]], Y[e], R[e])
 //   backward_edge: dY[e] written and the edge's dR written or added (add_dr) at dr, from gt's row
 //                  of the edge's receiver (g.edge_row)
-//   x_grad_row:   dx_mu[dim_in1] += the gradient of every edge of x row `xr` (x_perm order)
+//   x_grad_row:   dx_mu[dim_in1] += the gradient of every edge of CSR row `xr` (x_perm order)
 // xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; cy: scratch of max_terms values.
 #include <cstdint>
 

@@ -135,10 +135,10 @@ __global__ void edge_grad_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, ConvTPGrad
 template <typename T>
 __global__ void x_grad_kernel(ConvTPTables<T> t, ConvTPEdges<T> g, ConvTPGradients<T> d) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= g.num_x * t.max_mul) return;
+  if (idx >= d.num_x_rows * t.max_mul) return;
   const int64_t xr = idx / t.max_mul;
   const int u = static_cast<int>(idx % t.max_mul);
-  T* dx = d.dx + xr * t.dim_in1;
+  T* dx = d.dx + conv_tp_x_row(d, xr) * t.dim_in1;
   for (int64_t j = d.x_ptr[xr]; j < d.x_ptr[xr + 1]; ++j) {
     const int64_t e = d.x_perm[j];
     const T* grow = d.dagg + conv_tp_edge_row(g, e) * t.dim_mid;
@@ -174,7 +174,7 @@ void conv_tp_backward_cuda(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, co
     edge_grad_kernel<T><<<static_cast<unsigned>(g.num_edges), block, shared, s>>>(t, g, d);
     check_launch("conv_tp edge gradients");
   }
-  const int64_t threads = g.num_x * t.max_mul;
+  const int64_t threads = d.num_x_rows * t.max_mul;
   if (d.dx && g.num_edges > 0 && threads > 0) {
     x_grad_kernel<T><<<static_cast<unsigned>(blocks_for(threads)), kThreads, 0, s>>>(t, g, d);
     check_launch("conv_tp x gradient");

@@ -82,7 +82,11 @@ struct ConvTPGradients {
   T* dY = nullptr;                    // [num_edges, dim_sh], written
   T* dx = nullptr;                    // [num_x, dim_in1], accumulated (+=); null: skipped
   const int64_t* x_perm = nullptr;    // [num_edges]: edges sorted by xindex (needed with dx)
-  const int64_t* x_ptr = nullptr;     // [num_x + 1]: CSR of x_perm by xindex
+  const int64_t* x_ptr = nullptr;     // [num_x_rows + 1]: CSR of x_perm by xindex
+  // The x row of each CSR row, for a CSR over the x rows the edges use (an edge chunk's senders);
+  // null: CSR row r is x row r. dx rows outside it are left as they are.
+  const int64_t* x_rows = nullptr;
+  int64_t num_x_rows = 0;
 };
 
 // agg [nrows, dim_mid] is written.

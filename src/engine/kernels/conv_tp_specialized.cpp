@@ -100,7 +100,7 @@ void ConvTPSpecialized::backward(const ConvTPEdges<T>& g, const ConvTPGradients<
   const T *Y = g.Y, *R = g.R, *dagg = d.dagg;
   const long long* rindex = reinterpret_cast<const long long*>(g.radial_index);
   const long long* row_ptr = reinterpret_cast<const long long*>(g.row_ptr);
-  long long nrows = g.nrows, E = g.num_edges, num_x = g.num_x;
+  long long nrows = g.nrows, E = g.num_edges, num_x_rows = d.num_x_rows;
   T *dR = d.dR, *dY = d.dY, *dx = d.dx;
   T* dxe_or_null = dx ? dxe : nullptr;
   const long long row_threads = std::max(1LL, nrows * channels_);
@@ -114,8 +114,9 @@ void ConvTPSpecialized::backward(const ConvTPEdges<T>& g, const ConvTPGradients<
     const T* dxe_in = dxe;
     const long long* x_perm = reinterpret_cast<const long long*>(d.x_perm);
     const long long* x_ptr = reinterpret_cast<const long long*>(d.x_ptr);
-    void* gather[] = {&dxe_in, &x_perm, &x_ptr, &dx, &num_x};
-    launch("tp_dx_gather", f64, num_x * dim_in1_, gather, stream);
+    const long long* x_rows = reinterpret_cast<const long long*>(d.x_rows);
+    void* gather[] = {&dxe_in, &x_perm, &x_ptr, &x_rows, &dx, &num_x_rows};
+    launch("tp_dx_gather", f64, num_x_rows * dim_in1_, gather, stream);
   }
 }
 

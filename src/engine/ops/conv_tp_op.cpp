@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "engine/kernels/conv_tp_specialized.h"
@@ -160,6 +161,17 @@ XIndexCsr xindex_csr(const at::Tensor& xindex, int64_t num_x) {
   return c;
 }
 
+XIndexCsr xindex_csr_compact(const at::Tensor& xindex) {
+  XIndexCsr c;
+  const auto sorted = at::sort(xindex, /*stable=*/std::optional<bool>(true), /*dim=*/0, /*descending=*/false);
+  c.perm = std::get<1>(sorted);
+  at::Tensor counts;
+  std::tie(c.rows, std::ignore, counts) =
+      at::unique_consecutive(std::get<0>(sorted), /*return_inverse=*/false, /*return_counts=*/true);
+  c.ptr = at::cat({at::zeros({1}, xindex.options()), at::cumsum(counts, 0)});
+  return c;
+}
+
 at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, const at::Tensor& xindex,
                              const at::Tensor& Y, const at::Tensor& R, const at::Tensor& row_ptr, int64_t nrows,
                              const at::Tensor& radial_index) {
@@ -203,10 +215,13 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
     check_tensor(dx, "dx", op.dtype(), op.device(), X, d.dim_in1);
     if (!dx.is_contiguous()) throw Error("conv TP: tensor 'dx' must be contiguous (it is accumulated in place)");
     check_tensor(x_csr.perm, "x_csr.perm", at::kLong, op.device(), E, -1);
-    check_tensor(x_csr.ptr, "x_csr.ptr", at::kLong, op.device(), X + 1, -1);
+    if (x_csr.rows.defined()) check_tensor(x_csr.rows, "x_csr.rows", at::kLong, op.device(), x_csr.rows.size(0), -1);
+    const int64_t csr_rows = x_csr.rows.defined() ? x_csr.rows.size(0) : X;
+    check_tensor(x_csr.ptr, "x_csr.ptr", at::kLong, op.device(), csr_rows + 1, -1);
   }
   const at::Tensor x_perm = dx.defined() ? x_csr.perm.contiguous() : at::Tensor();
   const at::Tensor x_ptr = dx.defined() ? x_csr.ptr.contiguous() : at::Tensor();
+  const at::Tensor x_rows = dx.defined() && x_csr.rows.defined() ? x_csr.rows.contiguous() : at::Tensor();
   ConvTPEdgeGrads out;
   const ConvTPSpecialized* spec = op.specialized();
   const bool by_row = sum_dR_per_radial_row && in.radial_index.defined();
@@ -240,6 +255,8 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
       grads.dx = dx.data_ptr<scalar_t>();
       grads.x_perm = x_perm.data_ptr<int64_t>();
       grads.x_ptr = x_ptr.data_ptr<int64_t>();
+      grads.x_rows = x_rows.defined() ? x_rows.data_ptr<int64_t>() : nullptr;
+      grads.num_x_rows = x_ptr.size(0) - 1;
     }
     if (op.device().is_cpu()) {
       conv_tp_backward_cpu(op.tables<scalar_t>(), g, grads);

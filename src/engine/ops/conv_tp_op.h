@@ -38,11 +38,15 @@ class ConvTPOp {
   std::shared_ptr<const ConvTPSpecialized> specialized_;
 };
 
-// The edges sorted by xindex: perm [E] (stable) and ptr [num_x + 1], for the dx pass.
+// The edges sorted by xindex, for the dx pass: perm [E] (stable) and ptr [rows + 1] over every x row
+// (rows undefined; ptr [num_x + 1]) or over the x rows the edges use (rows [R], ascending).
 struct XIndexCsr {
-  at::Tensor perm, ptr;
+  at::Tensor perm, ptr, rows;
 };
 XIndexCsr xindex_csr(const at::Tensor& xindex, int64_t num_x);
+// Over the x rows the edges use: its size follows the edges, not the table (an edge chunk of a large
+// system touches few of its atoms). One device->host copy of the row count.
+XIndexCsr xindex_csr_compact(const at::Tensor& xindex);
 
 // x_table [X, dim(in1)], xindex [E] int64, Y [E, dim(sh)], R [E, weight_numel], row_ptr [nrows + 1]
 // int64 with row_ptr[0] = 0 and row_ptr[nrows] = E (edges sorted by receiver). Returns agg
@@ -57,7 +61,7 @@ struct ConvTPEdgeGrads {
   at::Tensor dY;  // [E, dim(sh)]
 };
 // Gradients for dagg [nrows, dim(mid)]. When dx is defined ([X, dim(in1)], contiguous) the x-table
-// gradient is added to it; x_csr must then be xindex_csr(xindex, X). dR is per edge ([E,
+// gradient is added to it; x_csr must then be xindex_csr(xindex, X) or xindex_csr_compact(xindex). dR is per edge ([E,
 // weight_numel]), also with a radial index, unless sum_dR_per_radial_row: then it is per row of R,
 // the sum over the edges sharing that row, which must be at most two per row (reverse-edge pairs:
 // the sum is then exact and deterministic on every device). dR_rows: what conv_tp_dR_rows gave for

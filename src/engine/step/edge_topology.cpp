@@ -158,10 +158,15 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
     t.chunks = edge_chunks(t.receiver, o.edge_chunk, nlocal);
     t.blocks = uniform_blocks(nlocal, o.atom_chunk, static_cast<int64_t>(t.chunks.size()));
   }
+  // One chunk's sender CSR spans every atom (a captured step's compaction refills it in place);
+  // several chunks' span only the senders each uses, else they would cost chunks x atoms.
+  const bool compact_senders = t.chunks.size() > 1;
   for (const EdgeChunk& ch : t.chunks) {
     t.chunk_rows.push_back(t.receiver.narrow(0, ch.begin, ch.count) - ch.row0);
     t.chunk_row_ptr.push_back(row_pointer(t.chunk_rows.back(), ch.nrows));
-    if (o.sender_csr) t.chunk_senders.push_back(xindex_csr(t.sender.narrow(0, ch.begin, ch.count), t.padded_atoms));
+    if (!o.sender_csr) continue;
+    const at::Tensor senders = t.sender.narrow(0, ch.begin, ch.count);
+    t.chunk_senders.push_back(compact_senders ? xindex_csr_compact(senders) : xindex_csr(senders, t.padded_atoms));
   }
   if (o.atom_sums) {
     const XIndexCsr s = xindex_csr(t.sender, t.padded_atoms);
@@ -230,7 +235,13 @@ bool EdgeTopology::matches(const GraphTensors& g, int64_t nlocal_in, const Topol
 bool EdgeTopology::same_shape(const EdgeTopology& o) const {
   return padded_edges == o.padded_edges && padded_atoms == o.padded_atoms && nlocal == o.nlocal &&
          options == o.options && chunks == o.chunks && blocks == o.blocks && present == o.present &&
-         group_sizes(atom_groups) == group_sizes(o.atom_groups);
+         group_sizes(atom_groups) == group_sizes(o.atom_groups) && sender_rows() == o.sender_rows();
+}
+
+std::vector<int64_t> EdgeTopology::sender_rows() const {
+  std::vector<int64_t> rows;
+  for (const XIndexCsr& c : chunk_senders) rows.push_back(c.ptr.size(0) - 1);
+  return rows;
 }
 
 std::vector<at::Tensor*> EdgeTopology::device_tensors() {
@@ -241,6 +252,7 @@ std::vector<at::Tensor*> EdgeTopology::device_tensors() {
   for (auto& c : chunk_senders) {
     t.push_back(&c.perm);
     t.push_back(&c.ptr);
+    if (c.rows.defined()) t.push_back(&c.rows);
   }
   for (auto& g : atom_groups)
     for (auto& r : g.rows) t.push_back(&r);

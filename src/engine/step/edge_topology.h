@@ -105,7 +105,10 @@ class EdgeTopology {
   std::vector<EdgeChunk> chunks;          // over padded_edges
   std::vector<at::Tensor> chunk_rows;     // per chunk [count]: receiver minus row0
   std::vector<at::Tensor> chunk_row_ptr;  // per chunk [nrows + 1]
-  std::vector<XIndexCsr> chunk_senders;   // per chunk: xindex_csr of its senders over padded_atoms rows
+  // Per chunk: its senders' CSR (xindex_csr over padded_atoms rows with one chunk, else
+  // xindex_csr_compact over the senders it uses).
+  std::vector<XIndexCsr> chunk_senders;
+  std::vector<int64_t> sender_rows() const;  // per chunk: its sender CSR's row count
   std::vector<NodeBlock> blocks;          // over the nlocal owned rows
   bool blocks_own_chunks() const { return blocks.empty() || blocks.front().chunk0 >= 0; }
   std::vector<SpeciesGroups> atom_groups; // per block

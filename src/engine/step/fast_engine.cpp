@@ -102,8 +102,12 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
   // float64 vectors (recompute plans convert them to a float32 model's dtype per chunk), dE/dv
   // (model dtype, then float64 in the caller's order).
   costs_.resident_per_edge = 8.0 * (edge_elements() ? 10 : 8) + 3 * 8.0 + 3 * (s + 8.0);
-  // Each chunk's sender CSR (layers after the first) has a row pointer over all atoms (int64).
-  costs_.per_chunk_per_atom = p_.config.num_interactions > 1 ? 8.0 : 0.0;
+  // The sender CSR's row pointer: over all atoms with one chunk; with several, each chunk's over the
+  // senders it uses, with their indices (two int64 per sender, about one sender per 8 edges).
+  if (p_.config.num_interactions > 1) {
+    costs_.resident_per_atom += 8.0;
+    costs_.resident_per_edge += 2 * 8.0 / 8;
+  }
 }
 
 void FastEngine::build_radial_splines(const ModelFile& file) {

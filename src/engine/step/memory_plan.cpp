@@ -57,16 +57,8 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
   const double block_per_atom = degree * per_edge + c.transient_per_atom;
   const double min_block_edges = std::min(std::max(E, 1.0), static_cast<double>(kMinBlockEdges));
   const double min_block = min_block_edges * (per_edge + c.transient_per_atom / std::max(degree, 1.0));
-  // The chunks' per-atom state: nchunks x per_chunk_per_atom x N.
-  auto chunk_state = [&](double edge_chunk) { return std::ceil(E / std::max(edge_chunk, 1.0)) * c.per_chunk_per_atom * N; };
-  // The largest system at this degree: n (resident + chunk state of blocks of kMinBlockEdges) plus
-  // one such block fits, i.e. q n^2 + r n + min_block <= budget with q from the chunks' state.
-  {
-    const double q = degree / static_cast<double>(kMinBlockEdges) * c.per_chunk_per_atom;
-    const double r = c.resident_per_atom + degree * c.resident_per_edge, room = budget - min_block;
-    const double n = room <= 0 ? 0.0 : q > 0 ? (-r + std::sqrt(r * r + 4 * q * room)) / (2 * q) : room / r;
-    plan.largest_atoms = static_cast<int64_t>(std::max(0.0, n));
-  }
+  plan.largest_atoms = static_cast<int64_t>(
+      std::max(0.0, (budget - min_block) / (c.resident_per_atom + degree * c.resident_per_edge)));
 
   const bool forced = forced_edge_chunk > 0 || forced_atom_chunk > 0;
   if (!forced) {
@@ -79,7 +71,7 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
       plan.kept_sums.assign(c.sums_per_atom.size(), true);
       plan.edge_chunk = clamp_chunk(room / c.transient_per_edge, edges);
       plan.atom_chunk = std::max<int64_t>(1, atoms);
-      plan.predicted_peak = resident + sums + sums_grad + kept + chunk_state(static_cast<double>(plan.edge_chunk)) +
+      plan.predicted_peak = resident + sums + sums_grad + kept +
                             std::max(c.transient_per_edge * static_cast<double>(std::min(plan.edge_chunk, edges)),
                                      c.transient_per_atom * N);
       return plan;
@@ -97,23 +89,13 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
   }
   double room = budget - resident - stored;
   if (room < min_block) room = std::max(room, std::min(min_block, 0.5 * budget));
-  // Blocks of b atoms (b degree edges) cost b block_per_atom plus the chunks' state, at most
-  // (E/(b degree) + 1) x per_chunk_per_atom x N: the largest b with both within the room (the
-  // larger root of a quadratic), or the b that costs least where none fits (the plan then says
-  // that it exceeds the budget).
-  double block_atoms = room / std::max(block_per_atom, 1.0);
-  if (c.per_chunk_per_atom > 0 && degree > 0) {
-    const double a = block_per_atom, k = E / degree * c.per_chunk_per_atom * N;
-    const double r = room - c.per_chunk_per_atom * N, disc = r * r - 4 * a * k;
-    block_atoms = r > 0 && disc >= 0 ? (r + std::sqrt(disc)) / (2 * a) : std::sqrt(k / a);
-  }
+  const double block_atoms = room / std::max(block_per_atom, 1.0);
   plan.edge_chunk = forced_edge_chunk > 0 ? forced_edge_chunk : clamp_chunk(block_atoms * degree, edges);
   plan.atom_chunk = forced_atom_chunk > 0   ? forced_atom_chunk
                     : forced_edge_chunk > 0 ? clamp_chunk(room / std::max(c.transient_per_atom, 1.0), atoms)
                                             : clamp_chunk(block_atoms, atoms);
   plan.predicted_peak = resident + stored + per_edge * static_cast<double>(std::min(plan.edge_chunk, edges)) +
-                        c.transient_per_atom * static_cast<double>(std::min(plan.atom_chunk, atoms)) +
-                        chunk_state(static_cast<double>(plan.edge_chunk));
+                        c.transient_per_atom * static_cast<double>(std::min(plan.atom_chunk, atoms));
   return plan;
 }
 

@@ -21,9 +21,6 @@ struct StageCosts {
   // Per layer: its projected message sums per atom, and their gradient while the layer's backward
   // pass runs, when they are kept for all atoms.
   std::vector<double> sums_per_atom;
-  // What every edge chunk keeps per atom of the whole graph for the step (the row pointer of its
-  // sender CSR spans all atoms): many small chunks of a large graph cost chunks x atoms.
-  double per_chunk_per_atom = 0;
 };
 
 struct MemoryPlan {
