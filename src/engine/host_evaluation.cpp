@@ -1,6 +1,7 @@
 #include "engine/host_evaluation.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include "core/error.h"
 
@@ -34,11 +35,18 @@ DeviceGraph to_device(const Evaluator& ev, const std::vector<int64_t>& species, 
   const at::Device device(ev.device());
   const auto i64 = at::TensorOptions().dtype(at::kLong);
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  // Straight from the caller's arrays to the device (no host tensor copy in between: at ten
+  // million atoms a copy of the edges is gigabytes); on the CPU the tensors own copies.
+  auto copy = [&](const void* data, at::IntArrayRef sizes, const at::TensorOptions& o) {
+    const at::Tensor host = at::from_blob(const_cast<void*>(data), sizes, o);
+    return device.is_cpu() ? host.clone() : host.to(device);
+  };
+  const int64_t E = static_cast<int64_t>(sender.size());
   DeviceGraph g;
-  g.species = at::tensor(species, i64).to(device);
-  g.sender = at::tensor(sender, i64).to(device);
-  g.receiver = at::tensor(receiver, i64).to(device);
-  g.vectors = at::tensor(vectors, f64).reshape({static_cast<int64_t>(sender.size()), 3}).to(device);
+  g.species = copy(species.data(), {static_cast<int64_t>(species.size())}, i64);
+  g.sender = copy(sender.data(), {E}, i64);
+  g.receiver = copy(receiver.data(), {E}, i64);
+  g.vectors = copy(vectors.data(), {E, 3}, f64);
   return g;
 }
 
@@ -74,16 +82,18 @@ Request full_request(bool atom_virial) {
 }
 
 std::vector<double> edge_vectors(const Structure& s, const Graph& g) {
-  const int E = g.num_edges();
+  const int64_t E = g.num_edges();
   std::vector<double> v(3 * static_cast<std::size_t>(E));
-  for (int e = 0; e < E; ++e) {
-    const int64_t i = g.sender[e], j = g.receiver[e];
-    for (int d = 0; d < 3; ++d) {
-      double shift = 0;
-      for (int k = 0; k < 3; ++k) shift += g.unit_shifts[3 * e + k] * s.cell[3 * k + d];
-      v[3 * e + d] = s.positions[3 * j + d] - s.positions[3 * i + d] + shift;
+  at::parallel_for(0, E, 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      const int64_t i = g.sender[e], j = g.receiver[e];
+      for (int d = 0; d < 3; ++d) {
+        double shift = 0;
+        for (int k = 0; k < 3; ++k) shift += g.unit_shifts[3 * e + k] * s.cell[3 * k + d];
+        v[3 * e + d] = s.positions[3 * j + d] - s.positions[3 * i + d] + shift;
+      }
     }
-  }
+  });
   return v;
 }
 

@@ -133,6 +133,39 @@ TEST(NeighborList, SingleAtomCellKeepsItsPeriodicImages) {
   }
 }
 
+// A perturbed fcc crystal whose cell list is a dense table of bins: the list equals the brute-force
+// search, and comes sender by sender (the order that parallel passes over the atoms keep).
+TEST(NeighborList, PerturbedCrystalEqualsBruteForceSenderBySender) {
+  Structure s;
+  const double a = 3.61;
+  const int n = 3;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      for (int k = 0; k < n; ++k)
+        for (const auto& b : {std::array<double, 3>{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}}) {
+          const int atom = s.size();
+          s.atomic_numbers.push_back(29);
+          for (int d = 0; d < 3; ++d)
+            s.positions.push_back(a * ((d == 0 ? i : d == 1 ? j : k) + b[d]) + 0.07 * std::sin(1.7 * atom + d));
+        }
+  s.cell = {n * a, 0, 0, 0, n * a, 0, 0, 0, n * a};
+  s.pbc = {true, true, true};
+  const Graph g = build_neighbor_list(s, 6.0);
+  EXPECT_TRUE(std::is_sorted(g.sender.begin(), g.sender.end()));
+  EXPECT_TRUE(edge_set(g) == brute_force_edges(s, 6.0, 3));
+}
+
+// Atoms 100 million km apart: far more bins than atoms (the cell list keeps only the occupied ones)
+// and more than a bin index could count at the cutoff's width.
+TEST(NeighborList, AtomsFarApartPairOnlyWithTheirNeighbours) {
+  Structure s;
+  s.atomic_numbers = {1, 1, 8, 1};
+  s.positions = {0, 0, 0, 0.9, 0, 0, 1e12, 1e12, 5, 1e12, 1e12 + 1.1, 5};
+  const std::vector<Edge> expected = brute_force_edges(s, 2.0, 0);
+  EXPECT_EQ(expected, (std::vector<Edge>{{0, 1, 0, 0, 0}, {1, 0, 0, 0, 0}, {2, 3, 0, 0, 0}, {3, 2, 0, 0, 0}}));
+  EXPECT_TRUE(edge_set(build_neighbor_list(s, 2.0)) == expected);
+}
+
 TEST(NeighborList, AtomsMovedByLatticeVectorsGiveTheSameEdges) {
   const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file("small_l1"));
   const double r_max = ModelFile::load(testing::exported_model("small_l1")).config().r_max;
