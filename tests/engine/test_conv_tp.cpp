@@ -90,7 +90,9 @@ TEST(ConvTPKernelsCpu, RejectsMismatchedTensors) {
 TEST(ConvTPKernelsCpu, RadialIndexEqualsExpandedRadialsBitwise) { check_radial_index(at::kCPU, false); }
 
 // The row kernels of every instruction set this processor runs: layouts whose multiplicities fill
-// vector tiles (32, 64), leave a tail after them (40) and are smaller than one (random, 1-6).
+// vector tiles (32, 64), leave a tail after them (40), take every size of tile (120 = 64 + 32 + 16 +
+// 8 channels; 136 = 128 + 8 in float32 with 8 AVX-512 vectors a tile) and are smaller than one
+// (random, 1-6).
 TEST(ConvTPKernelsCpu, EveryInstructionSetMatchesReferencePath) {
   const CpuIsa chosen = cpu_isa();
   for (const CpuIsa isa : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512}) {
@@ -111,6 +113,12 @@ TEST(ConvTPKernelsCpu, EveryInstructionSetMatchesReferencePath) {
     const Irreps in1 = Irreps::parse("40x0e+40x1o"), sh = Irreps::spherical_harmonics(3);
     testing::check_layout(in1, sh, conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e+3o")), at::kCPU, 8,
                           "40x0e+40x1o x sh3");
+    const Irreps wide = Irreps::parse("120x0e+120x1o"), sh2 = Irreps::spherical_harmonics(2);
+    testing::check_layout(wide, sh2, conv_tp_layout(wide, sh2, Irreps::parse("0e+1o+2e")), at::kCPU, 9,
+                          "120x0e+120x1o x sh2");
+    const Irreps wider = Irreps::parse("136x0e");
+    testing::check_layout(wider, sh, conv_tp_layout(wider, sh, Irreps::parse("0e+1o+2e+3o")), at::kCPU, 10,
+                          "136x0e x sh3");
     check_random_layouts(at::kCPU);
     check_radial_index(at::kCPU, false);
   }

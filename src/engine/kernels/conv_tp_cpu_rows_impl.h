@@ -16,9 +16,12 @@ namespace FLASHMACE_CPU_ISA_NAMESPACE {
 
 namespace {
 
-// A tile of channels is 128 bytes: kVecs GCC/Clang vectors of the instruction set's register width
-// (FLASHMACE_CPU_VECTOR_BYTES: 16 SSE2, 32 AVX2, 64 AVX-512), held in registers; channels left over when
-// `mul` is not a multiple of the tile go one at a time with V = T.
+// A tile of channels is kVecs GCC/Clang vectors of the instruction set's register width
+// (FLASHMACE_CPU_VECTOR_BYTES: 16 SSE2, 32 AVX2, 64 AVX-512), held in registers: 8 with AVX-512's 32
+// registers, 4 with the 16 of the others. Each vector of a tile sums its own chain of terms, so the
+// tile hides the adds' latency; channels left over when `mul` is not a multiple of the tile go in
+// tiles of 4, 2 and 1 vectors, then one at a time with V = T. (A channel's sums are the same whatever
+// tile it falls in.)
 typedef float VecF __attribute__((vector_size(FLASHMACE_CPU_VECTOR_BYTES)));
 typedef double VecD __attribute__((vector_size(FLASHMACE_CPU_VECTOR_BYTES)));
 template <typename T>
@@ -31,7 +34,7 @@ template <>
 struct Simd<double> {
   using V = VecD;
 };
-constexpr int kVecs = 128 / FLASHMACE_CPU_VECTOR_BYTES;
+constexpr int kVecs = FLASHMACE_CPU_VECTOR_BYTES == 64 ? 8 : 4;
 
 template <typename V>
 inline V load(const void* p) {
@@ -152,14 +155,27 @@ void tile_backward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, 
   }
 }
 
-// CALL(V, N, u0) over the full tiles of kVecs vectors, then channel by channel (V = T) for the rest.
-#define FLASHMACE_OVER_TILES(T, mul, CALL)                                  \
-  do {                                                                      \
-    using Vt = typename Simd<T>::V;                                         \
-    constexpr int kTile = kVecs * static_cast<int>(sizeof(Vt) / sizeof(T)); \
-    int u0 = 0;                                                             \
-    for (; u0 + kTile <= (mul); u0 += kTile) CALL(Vt, kVecs, u0);           \
-    for (; u0 < (mul); ++u0) CALL(T, 1, u0);                                \
+// CALL(V, N, u0) over the full tiles of kVecs vectors, then tiles of 4, 2 and 1 vectors, then channel
+// by channel (V = T) for the rest.
+#define FLASHMACE_OVER_TILES(T, mul, CALL)                                    \
+  do {                                                                        \
+    using Vt = typename Simd<T>::V;                                           \
+    constexpr int kLanes = static_cast<int>(sizeof(Vt) / sizeof(T));          \
+    int u0 = 0;                                                               \
+    for (; u0 + kVecs * kLanes <= (mul); u0 += kVecs * kLanes) CALL(Vt, kVecs, u0); \
+    if (kVecs > 4 && u0 + 4 * kLanes <= (mul)) {                              \
+      CALL(Vt, (kVecs > 4 ? 4 : 1), u0);                                      \
+      u0 += 4 * kLanes;                                                       \
+    }                                                                         \
+    if (u0 + 2 * kLanes <= (mul)) {                                           \
+      CALL(Vt, 2, u0);                                                        \
+      u0 += 2 * kLanes;                                                       \
+    }                                                                         \
+    if (u0 + kLanes <= (mul)) {                                               \
+      CALL(Vt, 1, u0);                                                        \
+      u0 += kLanes;                                                           \
+    }                                                                         \
+    for (; u0 < (mul); ++u0) CALL(T, 1, u0);                                  \
   } while (0)
 
 template <typename T>
