@@ -113,7 +113,7 @@ class Evaluator {
   // that it is ordered with the caller's kernels on that stream without synchronising the device;
   // synchronize() then waits for that stream only. nullptr: LibTorch's current stream.
   virtual void set_stream(void* cuda_stream) = 0;
-  // The symmetric-contraction executor in use ("cpu generic", "specialized sm_90", ...; "" for the
+  // The symmetric-contraction executor in use ("cpu generic avx512", "specialized sm_90", ...; "" for the
   // reference path's einsum).
   virtual std::string sc_executor() const { return ""; }
   virtual std::string tp_executor() const { return ""; }  // the conv TP kernels (fast path)

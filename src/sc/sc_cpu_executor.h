@@ -8,11 +8,14 @@
 //   B, dB   [n, out_dim]     per block o: C * (2l_o+1) columns, channel-major (column c*(2l+1) + m),
 //                            blocks one after the other: the reference's at::cat(parts, 1)
 //   dA      [n, C, K]        overwritten
-// Atoms are independent: a caller splits work over threads by offsetting the pointers of a range of
-// atoms (A + i*C*K, species + i, B + i*out_dim). The methods are const and keep no state.
+// Atoms are independent: the loops (sc_cpu_kernels.h, built per instruction set and picked by
+// core/cpu_isa.h) run one thread per atom; a caller may also split work by offsetting the pointers
+// of a range of atoms (A + i*C*K, species + i, B + i*out_dim). The methods are const and keep no
+// state.
 #include <cstdint>
 #include <vector>
 
+#include "sc/sc_cpu_kernels.h"
 #include "sc/sc_descriptor.h"
 
 namespace flashmace {
@@ -31,19 +34,18 @@ class ScCpuExecutor {
 
  private:
   struct Block {
-    int dim = 0, out_offset = 0, total_paths = 0;
-    std::vector<T> weights;         // [Z, total_paths, C]
+    std::vector<T> weights;          // [Z, total_paths, C]
     std::vector<int32_t> term_mono;
     std::vector<int32_t> term_slot;  // m * total_paths + path
     std::vector<T> term_coeff;
   };
   void check_species(const int64_t* species, int64_t n) const;
-  // Transposes nc channels of one atom into a[K][tile] (zero-padded) and evaluates every monomial.
-  void load_tile(const T* A, int nc, T* a, T* mono) const;
 
-  int K_ = 0, C_ = 0, Z_ = 0, out_dim_ = 0, max_slots_ = 0;
+  int K_ = 0, C_ = 0, Z_ = 0, out_dim_ = 0;
   std::vector<int32_t> parent_, last_;
   std::vector<Block> blocks_;
+  std::vector<ScCpuBlock<T>> block_tables_;  // views of blocks_
+  ScCpuTables<T> tables_;                    // views of the above
 };
 
 extern template class ScCpuExecutor<float>;

@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "engine/kernels/conv_tp_codegen.h"
-#include "engine/kernels/cpu_isa.h"
+#include "core/cpu_isa.h"
 #include "engine/ops/conv_tp_op.h"
 #include "engine/test_conv_tp_support.h"
 #include "jit/nvrtc.h"

@@ -82,7 +82,7 @@ Outputs fresh_outputs(const SkinList& skin) {
     *x = x->clone();
   for (auto& r : t.chunk_rows) r = r.clone();
   for (auto& r : t.chunk_row_ptr) r = r.clone();
-  for (auto& c : t.chunk_senders) c = XIndexCsr{c.perm.clone(), c.ptr.clone()};
+  for (auto& c : t.chunk_senders) c = XIndexCsr{c.perm.clone(), c.ptr.clone(), {}};
   if (o.pairs.index.defined())
     o.pairs = RadialPairs{o.pairs.index.clone(), o.pairs.first.clone(), o.pairs.second.clone(), o.pairs.share.clone(),
                           o.pairs.rows};

@@ -2,8 +2,10 @@
 // contraction (src/model/symmetric_contraction.cpp, dense einsum form) and its autograd gradient.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
 
+#include "core/cpu_isa.h"
 #include "sc/sc_cpu_executor.h"
 #include "sc/sc_descriptor.h"
 #include "sc_test_support.h"
@@ -115,6 +117,40 @@ TEST_P(ScCpu, Float32EqualsReferenceFloat64) {
     EXPECT_TRUE(testing::all_close(executor_backward<float>(d, A.detach(), in.species, dB), dA, testing::kRelTolF32))
         << "layer " << t;
   }
+}
+
+// The loops of every instruction set this processor runs (core/cpu_isa.h) against the reference,
+// float64 forward and backward, float32 forward; each is the one the dispatcher then uses.
+TEST_P(ScCpu, EveryInstructionSetEqualsReference) {
+  const ModelFile file = ModelFile::load(GetParam().path);
+  const CpuIsa chosen = cpu_isa();
+  for (const CpuIsa isa : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512}) {
+    if (!cpu_isa_supported(isa)) {
+      std::printf("instruction set %s: not run here\n", cpu_isa_name(isa));
+      continue;
+    }
+    SCOPED_TRACE(cpu_isa_name(isa));
+    set_cpu_isa(isa);
+    ASSERT_EQ(cpu_isa(), isa);
+    for (int t = 0; t < file.config().num_interactions; ++t) {
+      const ScDescriptor d = build_sc_descriptor(file, t);
+      const testing::ScInputs in = testing::random_sc_inputs(file, t, kAtoms, 400 + t);
+      const at::Tensor A = in.A.to(at::kFloat).to(at::kDouble).requires_grad_(true);
+      const at::Tensor B = testing::reference_sc(file, t, A, in.species);
+      const at::Tensor dB = at::randn_like(B.detach());
+      B.backward(dB);
+      EXPECT_TRUE(testing::all_close(executor_forward<double>(d, A.detach(), in.species), B.detach(),
+                                     testing::kRelTolF64))
+          << "layer " << t;
+      EXPECT_TRUE(testing::all_close(executor_backward<double>(d, A.detach(), in.species, dB), A.grad(),
+                                     testing::kRelTolF64))
+          << "layer " << t;
+      EXPECT_TRUE(testing::all_close(executor_forward<float>(d, A.detach(), in.species), B.detach(),
+                                     testing::kRelTolF32))
+          << "layer " << t;
+    }
+  }
+  set_cpu_isa(chosen);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ScCpu, ::testing::ValuesIn(testing::sc_test_models()),

@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "engine/kernels/conv_tp_cpu_rows.h"
-#include "engine/kernels/cpu_isa.h"
+#include "core/cpu_isa.h"
 
 namespace flashmace {
 

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "engine/kernels/conv_tp_specialized.h"
-#include "engine/kernels/cpu_isa.h"
+#include "core/cpu_isa.h"
 #include "jit/nvrtc.h"
 
 #if FLASHMACE_CUDA_KERNELS

@@ -1,3 +1,4 @@
+#include "core/cpu_isa.h"
 #include "engine/ops/sc_op.h"
 
 #ifdef FLASHMACE_TORCH_CUDA
@@ -20,7 +21,7 @@ ScOp::ScOp(const ScDescriptor& d, const at::TensorOptions& options, ScExecutorKi
       cpu64_ = std::make_unique<ScCpuExecutor<double>>(d);
     else
       cpu32_ = std::make_unique<ScCpuExecutor<float>>(d);
-    name_ = "cpu generic";
+    name_ = std::string("cpu generic ") + cpu_isa_name(cpu_isa());  // (the loops' instruction set)
     return;
   }
 #ifdef FLASHMACE_TORCH_CUDA

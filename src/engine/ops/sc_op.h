@@ -25,7 +25,7 @@ class ScOp {
   at::Tensor forward(const at::Tensor& a, const at::Tensor& species) const;
   // Returns dA [n, C, K] for dB [n, out_dim].
   at::Tensor backward(const at::Tensor& a, const at::Tensor& species, const at::Tensor& grad_b) const;
-  const std::string& executor() const { return name_; }  // "cpu generic", "specialized sm_90", ...
+  const std::string& executor() const { return name_; }  // "cpu generic avx512", "specialized sm_90", ...
 
  private:
   at::TensorOptions options_;

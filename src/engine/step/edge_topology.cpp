@@ -213,7 +213,7 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
   t.blocks = {NodeBlock{0, nlocal, 0, 1}};
   t.chunk_rows = {at::zeros({B}, i64)};
   t.chunk_row_ptr = {at::zeros({nlocal + 1}, i64)};
-  if (o.sender_csr) t.chunk_senders = {XIndexCsr{at::zeros({B}, i64), at::zeros({A + 1}, i64)}};
+  if (o.sender_csr) t.chunk_senders = {XIndexCsr{at::zeros({B}, i64), at::zeros({A + 1}, i64), {}}};
   if (o.atom_sums) {
     t.sender_order = at::zeros({B}, i64);
     t.sender_ptr = at::zeros({A + 1}, i64);

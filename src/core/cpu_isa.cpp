@@ -1,5 +1,5 @@
 // Run-time choice of the CPU kernels' instruction set (cpu_isa.h).
-#include "engine/kernels/cpu_isa.h"
+#include "core/cpu_isa.h"
 
 #include <atomic>
 #include <cstdlib>
