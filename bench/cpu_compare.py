@@ -6,6 +6,8 @@ What runs:
   flashmace    build/bin/flashmace-bench --device cpu on the structure's XYZ file: a fresh process per
                round (model load untimed), 1 warm-up step, then --steps timed steps; its ms/step (the
                median of those steps) is the round's sample.
+  flashmace-spline  with --spline: the same with `--radial spline` (the radial MLPs tabulated, opt-in;
+               Symmetrix-XL tabulates its radial functions too), to compare like with like.
   mace-torch   the mace-torch model called directly (compute_stress False, training False) on one
                batch built beforehand with mace's own data path (config_from_atoms -> AtomicData ->
                batch), --torch-steps timed steps a round.
@@ -34,7 +36,7 @@ prints the table either way, then exits with status 1 if they do not.
 
 Usage: cpu_compare.py [--preset mp0-medium --seed 0 | --model FILE [--torch-model FILE]]
                       [--dtype float32[,float64]] [--cells 6] [--a 3.61] [--threads N] [--rounds 3]
-                      [--steps 3] [--torch-steps 1] [--no-torch] [--symmetrix DIR]
+                      [--steps 3] [--torch-steps 1] [--no-torch] [--spline] [--symmetrix DIR]
                       [--bench build/bin/flashmace-bench] [--json FILE]
 with the Python that has mace-torch (tools/install_deps.sh's venv), e.g.
   ~/.cache/flashmace/venv/bin/python bench/cpu_compare.py --symmetrix /tmp/sxl-cpu --dtype float32 --rounds 2
@@ -62,7 +64,7 @@ sys.path.insert(0, TOOLS)
 # e3nn 0.4.4 (pinned by MACE) reads its constant tables with torch.load, which torch >= 2.6 refuses by default.
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
-RUNNERS = ("flashmace", "mace-torch", "symmetrix")
+RUNNERS = ("flashmace", "flashmace-spline", "mace-torch", "symmetrix")
 PERTURBATION = 0.05  # A, as flashmace-bench's --perturb default
 STRUCTURE_SEED = 1
 SYMMETRIX_SKIN = 0.1  # A: its list then holds the cutoff's pairs and few more (its default 0.5 adds ~10 %)
@@ -185,11 +187,13 @@ def convert_for_symmetrix(args, torch_model, workdir):
 
 # ---- flashmace-bench ------------------------------------------------------------------------------
 
-def flashmace_round(args, model_file, xyz, dtype, workdir):
+def flashmace_round(args, model_file, xyz, dtype, workdir, spline=False):
     """One flashmace-bench process: (ms/step of its --steps steps, energy, atoms, edges)."""
     out = os.path.join(workdir, f"flashmace-{dtype}.json")
     cmd = [args.bench, "--model", model_file, "--xyz", xyz, "--device", "cpu", "--dtype", dtype,
            "--warmup", "1", "--steps", str(args.steps), "--no-breakdown", "--json", out]
+    if spline:
+        cmd += ["--radial", "spline"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"cpu_compare.py: flashmace-bench failed (exit {proc.returncode}): {' '.join(cmd)}\n"
@@ -372,14 +376,14 @@ def run_rounds(args, files, workers, xyz, workdir):
         for dtype in args.dtypes:
             for runner in args.runners:
                 key = (runner, dtype)
-                if runner == "flashmace":
-                    sample = flashmace_round(args, files[dtype], xyz, dtype, workdir)
+                if runner.startswith("flashmace"):
+                    sample = flashmace_round(args, files[dtype], xyz, dtype, workdir, runner == "flashmace-spline")
                 else:
                     sample = workers[key].steps(args.torch_steps if runner == "mace-torch" else args.steps)
                 record = results.setdefault(key, {"ms": [], "energies": []})
                 record["ms"] += sample["ms"]
                 record["energies"].append(sample["energy"])
-                if runner == "flashmace":
+                if runner.startswith("flashmace"):
                     record.update(atoms=sample["atoms"], edges=sample["edges"])
                 else:
                     record.update(edges=workers[key].ready["edges"], versions=workers[key].ready["versions"])
@@ -455,6 +459,8 @@ def parse_args(argv):
     parser.add_argument("--steps", type=int, default=3, help="timed steps a round: flashmace-bench and symmetrix")
     parser.add_argument("--torch-steps", type=int, default=1, help="timed steps a round: mace-torch")
     parser.add_argument("--no-torch", action="store_true", help="leave mace-torch out")
+    parser.add_argument("--spline", action="store_true",
+                        help="also run flashmace-bench with --radial spline (opt-in tabulated radial MLPs)")
     parser.add_argument("--symmetrix", metavar="DIR", help="a pip --target folder holding Symmetrix-XL")
     parser.add_argument("--bench", default=os.path.join(HERE, "..", "build", "bin", "flashmace-bench"))
     parser.add_argument("--json", help="also write the rows as JSON")
@@ -476,8 +482,8 @@ def parse_args(argv):
                      f"install --target {args.symmetrix} symmetrix-xl==0.1.1 symmetrix-xl-cpu-avx512==0.1.1`")
     if args.torch_model and not args.model:
         parser.error("--torch-model goes with --model (the flashmace file exported from it)")
-    args.runners = [r for r in RUNNERS if r == "flashmace" or (r == "mace-torch" and not args.no_torch)
-                    or (r == "symmetrix" and args.symmetrix)]
+    args.runners = [r for r in RUNNERS if r == "flashmace" or (r == "flashmace-spline" and args.spline)
+                    or (r == "mace-torch" and not args.no_torch) or (r == "symmetrix" and args.symmetrix)]
     return args
 
 

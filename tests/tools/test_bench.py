@@ -126,11 +126,14 @@ def test_cpu_compare_times_flashmace_and_mace_torch_on_the_same_energies(tmp_pat
 
 
 def test_cpu_compare_builds_the_preset_for_both_runners(tmp_path):
-    """Without --model: the preset's random model built and exported, one 4-atom cell, float64."""
+    """Without --model: the preset's random model built and exported, one 4-atom cell, float64; with
+    --spline also flashmace's tabulated radial MLPs, within the tables' error of the exact energy."""
     report, stdout = run_cpu_compare(tmp_path, "--preset", "tiny-cuni", "--seed", "3", "--cells", "1",
-                                     "--dtype", "float64")
-    assert [r["runner"] for r in report["rows"]] == ["flashmace", "mace-torch"]
-    assert report["rows"][1]["energy_diff_per_atom"] <= 1e-6
+                                     "--dtype", "float64", "--spline")
+    assert [r["runner"] for r in report["rows"]] == ["flashmace", "flashmace-spline", "mace-torch"]
+    assert 0 < report["rows"][1]["energy_diff_per_atom"] <= 1e-6
+    assert report["rows"][2]["energy_diff_per_atom"] <= 1e-6
+    assert "flashmace-spline / flashmace (float64): " in stdout
     assert report["model"] == "tiny-cuni --seed 3"
 
 
