@@ -247,9 +247,10 @@ void check_radial_index(const at::Device& device, bool specialize) {
   const int64_t E = p.Y.size(0), U = 6;
   const at::Tensor shared = p.R.narrow(0, 0, U).clone();
   const at::Tensor index = at::remainder(at::arange(E, p.xindex.options()) * 5, U);
-  // Rows shared by at most two edges (reverse-edge pairs), for dR summed per row.
+  // Rows shared by at most two edges (reverse-edge pairs), for dR summed per row, and three rows no
+  // edge uses (as padding rows), whose dR must come out zero.
   const int64_t pairs = (E + 1) / 2;
-  const at::Tensor pair_rows = p.R.narrow(0, 0, pairs).clone();
+  const at::Tensor pair_rows = p.R.narrow(0, 0, pairs + 3).clone();
   const at::Tensor pair_index = at::div(at::randperm(E, p.xindex.options()), 2, "floor");
   for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
     const auto options = at::TensorOptions().dtype(dtype).device(device);
@@ -267,8 +268,8 @@ void check_radial_index(const at::Device& device, bool specialize) {
     const Results a = run_kernels(expanded, specialize),
                   b = run_kernels(indexed, specialize, pair_index.to(device), /*dR_by_row=*/true);
     const at::Tensor summed =
-        at::zeros({pairs, a.dR.size(1)}, a.dR.options().device(at::kCPU)).index_add_(0, pair_index, a.dR.cpu());
-    EXPECT_EQ(b.dR.size(0), pairs) << dtype;
+        at::zeros({pairs + 3, a.dR.size(1)}, a.dR.options().device(at::kCPU)).index_add_(0, pair_index, a.dR.cpu());
+    EXPECT_EQ(b.dR.size(0), pairs + 3) << dtype;
     EXPECT_TRUE(at::equal(b.dR.cpu(), summed)) << dtype;
     EXPECT_TRUE(at::equal(a.agg, b.agg)) << dtype;
     EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;

@@ -169,10 +169,11 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
       std::fill(edge_row.begin() + g.row_ptr[r], edge_row.begin() + g.row_ptr[r + 1], r);
     g.edge_row = edge_row.data();
   }
-  if (d.dR_by_radial_row && g.radial_index) {
+  if (d.dR_by_radial_row && (g.radial_index || g.num_edges == 0)) {  // (no edges: every row zero)
     // dR summed per radial row by the thread that owns the row, over its edges in edge order: the
-    // caller's zeros + a + b, bit for bit what summing per-edge gradients in edge order gives.
-    int64_t num_radial = 0;
+    // first written, the others added (what summing per-edge gradients in edge order gives, but for
+    // the sign of a zero), rows without edges zeroed (no pass over all of dR beforehand).
+    int64_t num_radial = g.num_radial;
     for (int64_t e = 0; e < g.num_edges; ++e) num_radial = std::max(num_radial, g.radial_index[e] + 1);
     std::vector<int64_t> ptr(static_cast<std::size_t>(num_radial) + 1, 0), order(g.num_edges);
     for (int64_t e = 0; e < g.num_edges; ++e) ++ptr[g.radial_index[e] + 1];
@@ -180,8 +181,9 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
     std::vector<int64_t> fill(ptr.begin(), ptr.end() - 1);
     for (int64_t e = 0; e < g.num_edges; ++e) order[fill[g.radial_index[e]]++] = e;
     parallel_with_scratch<T>(num_radial, nterms, 16, [&](int64_t r, T* cy) {
-      for (int64_t j = ptr[r]; j < ptr[r + 1]; ++j)
-        k.backward(t, g, d, xt.data(), gt.data(), order[j], d.dR + r * t.weight_numel, true, cy);
+      T* dr = d.dR + r * t.weight_numel;
+      if (ptr[r] == ptr[r + 1]) std::fill(dr, dr + t.weight_numel, T(0));
+      for (int64_t j = ptr[r]; j < ptr[r + 1]; ++j) k.backward(t, g, d, xt.data(), gt.data(), order[j], dr, j > ptr[r], cy);
     });
   } else {
     parallel_with_scratch<T>(g.num_edges, nterms, 16, [&](int64_t e, T* cy) {

@@ -63,6 +63,7 @@ struct ConvTPEdges {
   const int64_t* xindex = nullptr;     // [num_edges]: row of x for each edge (sender node or species)
   const T* Y = nullptr;                // [num_edges, dim_sh]
   const T* R = nullptr;                // [num_radial, weight_numel]
+  int64_t num_radial = 0;
   const int64_t* radial_index = nullptr;  // [num_edges]: row of R for each edge (null: row e; edges
                                           // with bitwise-equal radial inputs can share one row)
   const int64_t* row_ptr = nullptr;    // [nrows + 1]: receiver CSR
@@ -75,9 +76,11 @@ template <typename T>
 struct ConvTPGradients {
   const T* dagg = nullptr;            // [nrows, dim_mid]
   T* dR = nullptr;                    // [num_edges, weight_numel], written (per edge, also with a radial index)
-  // CPU and specialised CUDA kernels only: dR is [num_radial, weight_numel], zeroed by the caller, and each
-  // edge's gradient is added to its radial row (atomically: with at most two edges per row, as for
-  // reverse-edge pairs, 0 + a + b = 0 + b + a exactly, so the result is deterministic).
+  // CPU and specialised CUDA kernels only: dR is [num_radial, weight_numel] and each row the sum of its
+  // edges' gradients. The CPU kernels write it (a row without edges: zeros; the others summed in edge
+  // order); the specialised CUDA kernels add into the caller's zeros (atomically: with at most two
+  // edges per row, as for reverse-edge pairs, 0 + a + b = 0 + b + a exactly, so the result is
+  // deterministic).
   bool dR_by_radial_row = false;
   T* dY = nullptr;                    // [num_edges, dim_sh], written
   T* dx = nullptr;                    // [num_x, dim_in1], accumulated (+=); null: skipped

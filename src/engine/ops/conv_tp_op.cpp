@@ -46,6 +46,7 @@ ConvTPEdges<T> edges(const at::Tensor& x, const at::Tensor& xindex, const at::Te
   g.xindex = xindex.data_ptr<int64_t>();
   g.Y = Y.data_ptr<T>();
   g.R = R.data_ptr<T>();
+  g.num_radial = R.size(0);
   if (radial_index.defined()) g.radial_index = radial_index.data_ptr<int64_t>();
   g.row_ptr = row_ptr.data_ptr<int64_t>();
   g.nrows = nrows;
@@ -229,9 +230,11 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
   // kernels write per edge, summed below.
   const bool kernel_by_row = by_row && (spec || op.device().is_cpu());
   if (kernel_by_row && dR_rows.defined()) check_tensor(dR_rows, "dR_rows", op.dtype(), op.device(), in.R.size(0), d.weight_numel);
-  out.dR = !kernel_by_row          ? at::empty({E, d.weight_numel}, in.Y.options())
-           : dR_rows.defined()     ? dR_rows
-                                   : at::zeros({in.R.size(0), d.weight_numel}, in.Y.options());
+  // (the CPU kernels write every row of dR; the specialised CUDA ones add into zeros)
+  out.dR = !kernel_by_row              ? at::empty({E, d.weight_numel}, in.Y.options())
+           : dR_rows.defined()         ? dR_rows
+           : op.device().is_cpu()      ? at::empty({in.R.size(0), d.weight_numel}, in.Y.options())
+                                       : at::zeros({in.R.size(0), d.weight_numel}, in.Y.options());
   out.dY = at::empty({E, d.dim_sh}, in.Y.options());
   // Each edge's row, for the generic CUDA kernels that start from an edge (no search through row_ptr;
   // the CPU kernels fill it themselves); the specialised ones start from rows and need scratch for
