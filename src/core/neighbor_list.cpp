@@ -13,15 +13,12 @@
 
 #include "core/error.h"
 #include "core/structure.h"
+#include "core/vec3.h"
 
 namespace flashmace {
 
 namespace {
 
-std::array<double, 3> cross(const double* a, const double* b) {
-  return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
-}
-double dot(const double* a, const double* b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
 
 struct Image {
   int atom;

@@ -4,17 +4,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/vec3.h"
 
 namespace flashmace {
-
-namespace {
-
-std::array<double, 3> cross(const double* a, const double* b) {
-  return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
-}
-double dot(const double* a, const double* b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
-
-}  // namespace
 
 double Structure::volume() const {
   const auto c = cross(&cell[3], &cell[6]);

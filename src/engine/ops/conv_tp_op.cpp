@@ -4,9 +4,9 @@
 #include <string>
 #include <tuple>
 
+#include "core/cpu_isa.h"
 #include "core/error.h"
 #include "engine/kernels/conv_tp_specialized.h"
-#include "core/cpu_isa.h"
 #include "jit/nvrtc.h"
 
 #if FLASHMACE_CUDA_KERNELS

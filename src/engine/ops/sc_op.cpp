@@ -1,4 +1,3 @@
-#include "core/cpu_isa.h"
 #include "engine/ops/sc_op.h"
 
 #ifdef FLASHMACE_TORCH_CUDA
@@ -6,6 +5,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #endif
 
+#include "core/cpu_isa.h"
 #include "core/error.h"
 
 namespace flashmace {

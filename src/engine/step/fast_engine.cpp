@@ -103,7 +103,8 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
   // (model dtype, then float64 in the caller's order).
   costs_.resident_per_edge = 8.0 * (edge_elements() ? 10 : 8) + 3 * 8.0 + 3 * (s + 8.0);
   // The sender CSR's row pointer: over all atoms with one chunk; with several, each chunk's over the
-  // senders it uses, with their indices (two int64 per sender, about one sender per 8 edges).
+  // senders it uses, with their indices (two int64 per sender, counted as one sender per 8 edges: a
+  // chunk of whole rows at tens of edges per atom uses far fewer).
   if (p_.config.num_interactions > 1) {
     costs_.resident_per_atom += 8.0;
     costs_.resident_per_edge += 2 * 8.0 / 8;
