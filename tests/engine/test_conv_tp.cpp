@@ -119,6 +119,10 @@ TEST(ConvTPKernelsCpu, EveryInstructionSetMatchesReferencePath) {
     const Irreps wider = Irreps::parse("136x0e");
     testing::check_layout(wider, sh, conv_tp_layout(wider, sh, Irreps::parse("0e+1o+2e+3o")), at::kCPU, 10,
                           "136x0e x sh3");
+    // l = 4 inputs, outputs and harmonics: path shapes past the kernels' compiled ones (d > 7)
+    const Irreps high = Irreps::parse("20x0e+20x4e"), sh4 = Irreps::spherical_harmonics(4);
+    testing::check_layout(high, sh4, conv_tp_layout(high, sh4, Irreps::parse("0e+1o+2e+3o+4e+5o")), at::kCPU, 11,
+                          "20x0e+20x4e x sh4");
     check_random_layouts(at::kCPU);
     check_radial_index(at::kCPU, false);
   }

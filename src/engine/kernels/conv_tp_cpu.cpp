@@ -46,10 +46,12 @@ void parallel_with_scratch(int64_t n, std::size_t scratch_size, int64_t grain, c
 
 template <typename T>
 struct RowKernels {
-  void (*forward)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const T*, int64_t, T*, T*);
-  void (*backward)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const ConvTPGradients<T>&, const T*, const T*,
-                   int64_t, T*, bool, T*);
-  void (*x_grad)(const ConvTPTables<T>&, const ConvTPEdges<T>&, const ConvTPGradients<T>&, const T*, int64_t, T*, T*);
+  void (*forward)(const ConvTPTables<T>&, const ConvTPCouplings<T>&, const ConvTPEdges<T>&, const T*, int64_t, T*,
+                  T*);
+  void (*backward)(const ConvTPTables<T>&, const ConvTPCouplings<T>&, const ConvTPEdges<T>&,
+                   const ConvTPGradients<T>&, const T*, const T*, int64_t, T*, bool, T*);
+  void (*x_grad)(const ConvTPTables<T>&, const ConvTPCouplings<T>&, const ConvTPEdges<T>&, const ConvTPGradients<T>&,
+                 const T*, int64_t, T*, T*);
 };
 
 template <typename T>
@@ -111,27 +113,41 @@ std::vector<T> transposed_rows(const std::vector<Block>& blocks, const T* in, in
   return out;
 }
 
-// The row kernels keep a path's dY partials in registers, for spherical harmonics up to l = 7.
+// The row kernels keep a path's dY partials and a tile's inputs in registers, for irreps up to l = 7.
 template <typename T>
 void check_harmonic_sizes(const ConvTPTables<T>& t) {
-  for (int i = 0; i < t.num_paths; ++i)
-    if (t.paths[i].d2 > 15)
-      throw Error("conv TP on the CPU: spherical harmonics of degree " + std::to_string((t.paths[i].d2 - 1) / 2) +
+  for (int i = 0; i < t.num_paths; ++i) {
+    const ConvTPKernelPath& p = t.paths[i];
+    if (std::max({p.d1, p.d2, p.d3}) > 15)
+      throw Error("conv TP on the CPU: irreps of degree " + std::to_string((std::max({p.d1, p.d2, p.d3}) - 1) / 2) +
                   " exceed the kernels' l <= 7; evaluate this model with path reference");
+  }
 }
 
-// The most terms of one path in one contraction order (the size of the row kernels' cy scratch).
+// The coupling maps of the paths (conv_tp_cpu_rows.h), from their terms in m3 order.
 template <typename T>
-int conv_tp_max_terms(const ConvTPTables<T>& t) {
-  int n = 1;
-  for (int i = 0; i < t.num_paths; ++i)
-    for (int order : {kConvTPByM3, kConvTPByM2, kConvTPByM1}) {
-      const ConvTPKernelPath& p = t.paths[i];
-      if (p.run_end[order] > p.run_begin[order])
-        n = std::max(n, t.runs[p.run_end[order] - 1].term_end - t.runs[p.run_begin[order]].term_begin);
+struct Couplings {
+  std::vector<T> c;
+  std::vector<int32_t> offset;
+  ConvTPCouplings<T> view;
+  Couplings(const Couplings&) = delete;  // (view points into c and offset)
+  explicit Couplings(const ConvTPTables<T>& t) {
+    int size = 0;
+    for (int i = 0; i < t.num_paths; ++i) {
+      offset.push_back(size);
+      size += t.paths[i].d1 * t.paths[i].d3;
     }
-  return n;
-}
+    size = (size + 15) / 16 * 16;
+    c.assign(static_cast<std::size_t>(t.dim_sh) * size, T(0));
+    for (int i = 0; i < t.num_paths; ++i) {
+      const ConvTPKernelPath& p = t.paths[i];
+      for (int32_t q = p.run_begin[kConvTPByM3]; q < p.run_end[kConvTPByM3]; ++q)
+        for (int32_t k = t.runs[q].term_begin; k < t.runs[q].term_end; ++k)
+          c[(p.y_offset + t.terms[k].b) * size + offset[i] + t.terms[k].a * p.d3 + t.runs[q].out] += t.coeff[k];
+    }
+    view = {c.data(), offset.data(), size};
+  }
+};
 
 }  // namespace
 
@@ -141,11 +157,12 @@ void conv_tp_forward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* a
   const RowKernels<T> k = row_kernels<T>();
   const std::vector<Block> out_blocks = path_blocks(t, false);
   const std::vector<T> xt = transposed_rows(path_blocks(t, true), g.x, g.num_x, t.dim_in1);
-  const std::size_t nterms = static_cast<std::size_t>(conv_tp_max_terms(t));
-  parallel_with_scratch<T>(g.nrows, t.dim_mid + nterms, 8, [&](int64_t row, T* scratch) {
-    T* out = scratch + nterms;
+  const Couplings<T> cm(t);
+  const std::size_t nscratch = static_cast<std::size_t>(cm.view.size);
+  parallel_with_scratch<T>(g.nrows, t.dim_mid + nscratch, 8, [&](int64_t row, T* scratch) {
+    T* out = scratch + nscratch;
     std::fill(out, out + t.dim_mid, T(0));
-    k.forward(t, g, xt.data(), row, out, scratch);
+    k.forward(t, cm.view, g, xt.data(), row, out, scratch);
     T* a = agg + row * t.dim_mid;
     std::fill(a, a + t.dim_mid, T(0));
     add_from_mu(out_blocks, out, a);
@@ -159,7 +176,8 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
   const std::vector<Block> x_blocks = path_blocks(t, true);
   const std::vector<T> xt = transposed_rows(x_blocks, edges.x, edges.num_x, t.dim_in1);
   const std::vector<T> gt = transposed_rows(path_blocks(t, false), d.dagg, edges.nrows, t.dim_mid);
-  const std::size_t nterms = static_cast<std::size_t>(conv_tp_max_terms(t));
+  const Couplings<T> cm(t);
+  const std::size_t nscratch = static_cast<std::size_t>(cm.view.size);
   // The kernels start from edges: give them each edge's receiver row.
   ConvTPEdges<T> g = edges;
   std::vector<int64_t> edge_row;
@@ -180,21 +198,21 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
     for (int64_t r = 0; r < num_radial; ++r) ptr[r + 1] += ptr[r];
     std::vector<int64_t> fill(ptr.begin(), ptr.end() - 1);
     for (int64_t e = 0; e < g.num_edges; ++e) order[fill[g.radial_index[e]]++] = e;
-    parallel_with_scratch<T>(num_radial, nterms, 16, [&](int64_t r, T* cy) {
+    parallel_with_scratch<T>(num_radial, nscratch, 16, [&](int64_t r, T* m) {
       T* dr = d.dR + r * t.weight_numel;
       if (ptr[r] == ptr[r + 1]) std::fill(dr, dr + t.weight_numel, T(0));
-      for (int64_t j = ptr[r]; j < ptr[r + 1]; ++j) k.backward(t, g, d, xt.data(), gt.data(), order[j], dr, j > ptr[r], cy);
+      for (int64_t j = ptr[r]; j < ptr[r + 1]; ++j) k.backward(t, cm.view, g, d, xt.data(), gt.data(), order[j], dr, j > ptr[r], m);
     });
   } else {
-    parallel_with_scratch<T>(g.num_edges, nterms, 16, [&](int64_t e, T* cy) {
-      k.backward(t, g, d, xt.data(), gt.data(), e, d.dR + e * t.weight_numel, false, cy);
+    parallel_with_scratch<T>(g.num_edges, nscratch, 16, [&](int64_t e, T* m) {
+      k.backward(t, cm.view, g, d, xt.data(), gt.data(), e, d.dR + e * t.weight_numel, false, m);
     });
   }
   if (!d.dx) return;
-  parallel_with_scratch<T>(d.num_x_rows, t.dim_in1 + nterms, 8, [&](int64_t xr, T* scratch) {
-    T* dx = scratch + nterms;
+  parallel_with_scratch<T>(d.num_x_rows, t.dim_in1 + nscratch, 8, [&](int64_t xr, T* scratch) {
+    T* dx = scratch + nscratch;
     std::fill(dx, dx + t.dim_in1, T(0));
-    k.x_grad(t, g, d, gt.data(), xr, dx, scratch);
+    k.x_grad(t, cm.view, g, d, gt.data(), xr, dx, scratch);
     add_from_mu(x_blocks, dx, d.dx + (d.x_rows ? d.x_rows[xr] : xr) * t.dim_in1);
   });
 }

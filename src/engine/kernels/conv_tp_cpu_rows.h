@@ -6,20 +6,31 @@
 //   backward_edge: dY[e] written and the edge's dR written or added (add_dr) at dr, from gt's row
 //                  of the edge's receiver (g.edge_row)
 //   x_grad_row:   dx_mu[dim_in1] += the gradient of every edge of CSR row `xr` (x_perm order)
-// xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; cy: scratch of max_terms values.
+// xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; m: scratch of cm.size values.
 #include <cstdint>
 
 #include "engine/kernels/conv_tp_kernels.h"
 
 namespace flashmace {
 
-#define FLASHMACE_CONV_TP_CPU_ROWS(T)                                                                                  \
-  void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt, int64_t row, T* out_mu,     \
-                           T* cy);                                                                                     \
-  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,           \
-                             const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* cy);                          \
-  void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* gt, \
-                          int64_t xr, T* dx_mu, T* cy);
+// Every path's coupling of input to output components for one edge, as a linear map of the edge's Y:
+// M = sum_b Y[b] c[b], where path i's M[a][m3] (d1 x d3, at offset[i] + a * d3 + m3) is the sum of its
+// Wigner-3j terms c * Y[b] for (a, b -> m3). TP(x_u, Y)[m3] = sum_a M[a][m3] x_u[a].
+template <typename T>
+struct ConvTPCouplings {
+  const T* c = nullptr;             // [dim_sh][size]
+  const int32_t* offset = nullptr;  // [num_paths]
+  int size = 0;                     // sum of d1 * d3 over the paths, padded to a multiple of 16
+};
+
+#define FLASHMACE_CONV_TP_CPU_ROWS(T)                                                                        \
+  void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g, \
+                           const T* xt, int64_t row, T* out_mu, T* m);                                      \
+  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm,                        \
+                             const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* xt, const T* gt, \
+                             int64_t e, T* dr, bool add_dr, T* m);                                          \
+  void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,  \
+                          const ConvTPGradients<T>& d, const T* gt, int64_t xr, T* dx_mu, T* m);
 
 namespace cpu_portable {
 FLASHMACE_CONV_TP_CPU_ROWS(float)

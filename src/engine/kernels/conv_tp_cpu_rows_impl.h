@@ -1,10 +1,13 @@
 #pragma once
 // The per-row conv TP kernels (conv_tp_cpu_rows.h) for one instruction set: a conv_tp_cpu_<isa>.cpp
 // defines FLASHMACE_CPU_ISA_NAMESPACE and FLASHMACE_CPU_VECTOR_BYTES and includes this file with its own compiler
-// flags. Each run's Wigner-3j terms are summed for a tile of channels held in vector registers; the arithmetic per edge
-// is conv_tp_core.h's with the channel loop innermost (only the order of the sums over terms differs from the CUDA
-// kernels: float64 round-off). Everything here has internal linkage or lives in the ISA namespace, and no
-// standard-library template is instantiated: code compiled for one instruction set must never be linked in for another.
+// flags. Per edge and path, the Wigner-3j terms and the edge's Y are folded into a small dense matrix
+// (couplings()), and the channels are contracted with it in tiles of vector registers, by kernels
+// compiled for each path shape of l <= 3 (loops of known length, unrolled). The arithmetic is
+// conv_tp_core.h's with the channel loop innermost; only the order of the sums over terms differs from
+// the CUDA kernels (float64 round-off). Everything here has internal linkage or lives in the ISA
+// namespace, and no standard-library template is instantiated: code compiled for one instruction set must
+// never be linked in for another.
 #include "engine/kernels/conv_tp_cpu_rows.h"
 
 #if !defined(FLASHMACE_CPU_ISA_NAMESPACE) || !defined(FLASHMACE_CPU_VECTOR_BYTES)
@@ -16,12 +19,9 @@ namespace FLASHMACE_CPU_ISA_NAMESPACE {
 
 namespace {
 
-// A tile of channels is kVecs GCC/Clang vectors of the instruction set's register width
-// (FLASHMACE_CPU_VECTOR_BYTES: 16 SSE2, 32 AVX2, 64 AVX-512), held in registers: 8 with AVX-512's 32
-// registers, 4 with the 16 of the others. Each vector of a tile sums its own chain of terms, so the
-// tile hides the adds' latency; channels left over when `mul` is not a multiple of the tile go in
-// tiles of 4, 2 and 1 vectors, then one at a time with V = T. (A channel's sums are the same whatever
-// tile it falls in.)
+// Channels are processed in tiles of up to kVecs GCC/Clang vectors of the instruction set's register
+// width (FLASHMACE_CPU_VECTOR_BYTES: 16 SSE2, 32 AVX2, 64 AVX-512): 8 with AVX-512's 32 registers, 4 with
+// the 16 of the others. Each vector of a tile sums its own chain of terms, so a tile hides the adds' latency.
 typedef float VecF __attribute__((vector_size(FLASHMACE_CPU_VECTOR_BYTES)));
 typedef double VecD __attribute__((vector_size(FLASHMACE_CPU_VECTOR_BYTES)));
 template <typename T>
@@ -57,207 +57,276 @@ inline T lane_sum(const V& v) {
   return a[0];
 }
 
-// Where a tile of vector type V keeps its per-m2 dY partials: vector tiles in vectors, the channels
-// left over (V = T) in scalars.
-template <typename V, typename T>
-struct Partials {
-  static V* of(V* v, T*) { return v; }
-};
-template <typename T>
-struct Partials<T, T> {
-  template <typename W>
-  static T* of(W*, T* s) {
-    return s;
-  }
-};
-
 template <typename T>
 const T* radial_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, int64_t e) {
   return g.R + (g.radial_index ? g.radial_index[e] : e) * t.weight_numel;
 }
 
-// The coefficient of each term of a path's runs in `order` times the edge's Y factor:
-// c * Y[term.b] (by m3: forward and dR) or c * Y[term.a] (by m1: dx).
+// Every path's coupling of input to output components for one edge (conv_tp_cpu_rows.h): the
+// Wigner-3j terms with the edge's Y folded in, M = sum_b Y[b] c[b], in blocks of four vectors.
 template <typename T>
-void scale_terms(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int order, const T* y, T* cy) {
-  const int32_t k0 = t.runs[p.run_begin[order]].term_begin;
-  const int32_t k1 = t.runs[p.run_end[order] - 1].term_end;
-  for (int32_t k = k0; k < k1; ++k)
-    cy[k - k0] = t.coeff[k] * y[p.y_offset + (order == kConvTPByM3 ? t.terms[k].b : t.terms[k].a)];
-}
-
-// The tile functions below work on the N vectors of type V (N * L channels) at channel u0.
-// s[j] = sum over the run's terms of cy[k] * v[term.a or term.b][u0 + j L .. ]
-template <typename T, typename V, int N, bool kUseA>
-inline void run_sum(const ConvTPTables<T>& t, const ConvTPKernelRun& run, int32_t k0, const T* cy, const T* v,
-                    int32_t mul, int u0, V* s) {
-  constexpr int L = sizeof(V) / sizeof(T);
-  for (int j = 0; j < N; ++j) s[j] = V{};
-  for (int32_t k = run.term_begin; k < run.term_end; ++k) {
-    const T c = cy[k - k0];
-    const T* va = v + (kUseA ? t.terms[k].a : t.terms[k].b) * mul + u0;
-    for (int j = 0; j < N; ++j) s[j] += c * load<V>(va + j * L);
+void couplings(const ConvTPCouplings<T>& cm, int dim_sh, const T* y, T* m) {
+  using V = typename Simd<T>::V;
+  constexpr int L = static_cast<int>(sizeof(V) / sizeof(T));
+  int k = 0;
+  for (; k + 4 * L <= cm.size; k += 4 * L) {
+    V acc[4] = {};
+    for (int b = 0; b < dim_sh; ++b)
+      for (int j = 0; j < 4; ++j) acc[j] += y[b] * load<V>(cm.c + b * cm.size + k + j * L);
+    for (int j = 0; j < 4; ++j) store(m + k + j * L, acc[j]);
+  }
+  for (; k < cm.size; k += L) {
+    V acc = V{};
+    for (int b = 0; b < dim_sh; ++b) acc += y[b] * load<V>(cm.c + b * cm.size + k);
+    store(m + k, acc);
   }
 }
 
-// out[run.out][u] += r[u] * sum over the run's terms of cy[k] * v[term's input][u], for every run of
-// one edge and path in `order`: the forward message (by m3: v = x, out = agg) and the x gradient
-// (by m1: v = g, out = dx).
-template <typename T, typename V, int N, int order>
-void tile_runs(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, const T* cy, const T* v, const T* r,
-               T* out) {
-  constexpr int L = sizeof(V) / sizeof(T);
-  V rv[N];
-  for (int j = 0; j < N; ++j) rv[j] = load<V>(r + u0 + j * L);
-  const int32_t q0 = p.run_begin[order], k0 = t.runs[q0].term_begin;
-  for (int32_t q = q0; q < p.run_end[order]; ++q) {
-    V s[N];
-    run_sum<T, V, N, order == kConvTPByM3>(t, t.runs[q], k0, cy, v, p.mul, u0, s);
-    T* o = out + t.runs[q].out * p.mul + u0;
-    for (int j = 0; j < N; ++j) store(o + j * L, load<V>(o + j * L) + rv[j] * s[j]);
-  }
-}
+// A tile of N vectors of type V (N * L channels), as a tag for the generic lambdas below.
+template <typename V, int N>
+struct Tile {
+  using Vec = V;
+  static constexpr int n = N;
+};
 
-// For one edge and path (dR stored, or added with add_dr):
-//   dR[u]      = sum_m3 g[m3][u] * TP(x_u, y)[m3]
-//   dyv[m2] += r[u] * sum_terms c * x[m1][u] * g[m3][u]   (lane partials of dY[m2], summed per path)
-template <typename T, typename V, int N>
-void tile_backward(const ConvTPTables<T>& t, const ConvTPKernelPath& p, int u0, const T* cy, const T* x, const T* g,
-                   const T* r, T* dr, bool add_dr, V* dyv) {
-  constexpr int L = sizeof(V) / sizeof(T);
-  const int32_t mul = p.mul, q0 = p.run_begin[kConvTPByM3], k0 = t.runs[q0].term_begin;
-  V acc[N];
-  for (int j = 0; j < N; ++j) acc[j] = V{};
-  for (int32_t q = q0; q < p.run_end[kConvTPByM3]; ++q) {
-    V s[N];
-    run_sum<T, V, N, true>(t, t.runs[q], k0, cy, x, mul, u0, s);
-    const T* gm = g + t.runs[q].out * mul + u0;
-    for (int j = 0; j < N; ++j) acc[j] += load<V>(gm + j * L) * s[j];
-  }
-  V rv[N];
-  for (int j = 0; j < N; ++j) {
-    store(dr + u0 + j * L, add_dr ? load<V>(dr + u0 + j * L) + acc[j] : acc[j]);
-    rv[j] = load<V>(r + u0 + j * L);
-  }
-  for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q) {
-    const ConvTPKernelRun run = t.runs[q];
-    V v[N];
-    for (int j = 0; j < N; ++j) v[j] = V{};
-    for (int32_t k = run.term_begin; k < run.term_end; ++k) {
-      const T c = t.coeff[k];
-      const T* xa = x + t.terms[k].a * mul + u0;
-      const T* gb = g + t.terms[k].b * mul + u0;
-      for (int j = 0; j < N; ++j) v[j] += (c * load<V>(xa + j * L)) * load<V>(gb + j * L);
+// f(Tile<V, N>, u0) over the channels [0, mul): tiles of kMax vectors, then of 4, 2 and 1 vectors,
+// then channel by channel (V = T). A channel's sums are the same whatever tile it falls in.
+template <typename T, int kMax, typename F>
+inline void over_tiles(int mul, const F& f) {
+  using V = typename Simd<T>::V;
+  constexpr int L = static_cast<int>(sizeof(V) / sizeof(T));
+  int u0 = 0;
+  for (; u0 + kMax * L <= mul; u0 += kMax * L) f(Tile<V, kMax>{}, u0);
+  if constexpr (kMax > 4)
+    if (u0 + 4 * L <= mul) {
+      f(Tile<V, 4>{}, u0);
+      u0 += 4 * L;
     }
-    V sum = rv[0] * v[0];
-    for (int j = 1; j < N; ++j) sum += rv[j] * v[j];
-    dyv[run.out] += sum;
-  }
+  if constexpr (kMax > 2)
+    if (u0 + 2 * L <= mul) {
+      f(Tile<V, 2>{}, u0);
+      u0 += 2 * L;
+    }
+  if constexpr (kMax > 1)
+    if (u0 + L <= mul) {
+      f(Tile<V, 1>{}, u0);
+      u0 += L;
+    }
+  for (; u0 < mul; ++u0) f(Tile<T, 1>{}, u0);
 }
 
-// CALL(V, N, u0) over the full tiles of kVecs vectors, then tiles of 4, 2 and 1 vectors, then channel
-// by channel (V = T) for the rest.
-#define FLASHMACE_OVER_TILES(T, mul, CALL)                                    \
-  do {                                                                        \
-    using Vt = typename Simd<T>::V;                                           \
-    constexpr int kLanes = static_cast<int>(sizeof(Vt) / sizeof(T));          \
-    int u0 = 0;                                                               \
-    for (; u0 + kVecs * kLanes <= (mul); u0 += kVecs * kLanes) CALL(Vt, kVecs, u0); \
-    if (kVecs > 4 && u0 + 4 * kLanes <= (mul)) {                              \
-      CALL(Vt, (kVecs > 4 ? 4 : 1), u0);                                      \
-      u0 += 4 * kLanes;                                                       \
-    }                                                                         \
-    if (u0 + 2 * kLanes <= (mul)) {                                           \
-      CALL(Vt, 2, u0);                                                        \
-      u0 += 2 * kLanes;                                                       \
-    }                                                                         \
-    if (u0 + kLanes <= (mul)) {                                               \
-      CALL(Vt, 1, u0);                                                        \
-      u0 += kLanes;                                                           \
-    }                                                                         \
-    for (; u0 < (mul); ++u0) CALL(T, 1, u0);                                  \
-  } while (0)
+// The vectors per tile when a tile keeps D inputs per vector in registers (32 registers with
+// AVX-512, 16 with the others): all kVecs for one, half for three, a quarter for more.
+constexpr int tile_vectors(int d) { return d == 1 ? kVecs : d == 3 ? kVecs / 2 : (kVecs / 4 > 0 ? kVecs / 4 : 1); }
+
+// A path shape: D1 x D3 components, fixed at compile time for the irreps of l <= 3 (d = 1, 3, 5, 7);
+// 0 stands for the path's own (run-time) sizes, up to kMaxD (and Y up to l = 7: kMaxDimSh).
+constexpr int kMaxD = 15, kMaxDimSh = 64;
+template <int D1, int D3>
+struct Shape {
+  static constexpr int d1 = D1, d3 = D3;
+};
+template <typename F>
+inline void with_shape(int d1, int d3, const F& f) {
+#define FLASHMACE_SHAPE(A, B) \
+  case A * 16 + B:            \
+    return f(Shape<A, B>{});
+#define FLASHMACE_SHAPES(A) \
+  FLASHMACE_SHAPE(A, 1) FLASHMACE_SHAPE(A, 3) FLASHMACE_SHAPE(A, 5) FLASHMACE_SHAPE(A, 7)
+  switch (d1 * 16 + d3) {
+    FLASHMACE_SHAPES(1) FLASHMACE_SHAPES(3) FLASHMACE_SHAPES(5) FLASHMACE_SHAPES(7)
+    default:
+      return f(Shape<0, 0>{});
+  }
+#undef FLASHMACE_SHAPES
+#undef FLASHMACE_SHAPE
+}
+
+// out[m3][u] += sum_a M[a][m3] (r_u x_u[a]) for one edge and path.
+template <typename T, int D1, int D3>
+void forward_path(const ConvTPKernelPath& p, const T* m, const T* x, const T* r, T* out) {
+  const int d1 = D1 ? D1 : p.d1, d3 = D3 ? D3 : p.d3, mul = p.mul;
+  over_tiles<T, tile_vectors(D1 ? D1 : kMaxD)>(mul, [&](auto tile, int u0) {
+    using V = typename decltype(tile)::Vec;
+    constexpr int N = decltype(tile)::n, L = static_cast<int>(sizeof(V) / sizeof(T));
+    V rx[D1 ? D1 : kMaxD][N];
+    for (int a = 0; a < d1; ++a)
+      for (int j = 0; j < N; ++j) rx[a][j] = load<V>(r + u0 + j * L) * load<V>(x + a * mul + u0 + j * L);
+    for (int m3 = 0; m3 < d3; ++m3) {
+      T* o = out + m3 * mul + u0;
+      V acc[N];
+      for (int j = 0; j < N; ++j) acc[j] = load<V>(o + j * L);
+      for (int a = 0; a < d1; ++a) {
+        const T c = m[a * d3 + m3];
+        for (int j = 0; j < N; ++j) acc[j] += c * rx[a][j];
+      }
+      for (int j = 0; j < N; ++j) store(o + j * L, acc[j]);
+    }
+  });
+}
+
+// dR_u = sum_m3 g_u[m3] sum_a M[a][m3] x_u[a] for one edge and path, stored or added (add_dr).
+template <typename T, int D1, int D3>
+void dr_path(const ConvTPKernelPath& p, const T* m, const T* x, const T* g, T* dr, bool add_dr) {
+  const int d1 = D1 ? D1 : p.d1, d3 = D3 ? D3 : p.d3, mul = p.mul;
+  over_tiles<T, tile_vectors(D1 ? D1 : kMaxD)>(mul, [&](auto tile, int u0) {
+    using V = typename decltype(tile)::Vec;
+    constexpr int N = decltype(tile)::n, L = static_cast<int>(sizeof(V) / sizeof(T));
+    V xv[D1 ? D1 : kMaxD][N], acc[N];
+    for (int a = 0; a < d1; ++a)
+      for (int j = 0; j < N; ++j) xv[a][j] = load<V>(x + a * mul + u0 + j * L);
+    for (int j = 0; j < N; ++j) acc[j] = V{};
+    for (int m3 = 0; m3 < d3; ++m3) {
+      V s[N];
+      for (int j = 0; j < N; ++j) s[j] = V{};
+      for (int a = 0; a < d1; ++a) {
+        const T c = m[a * d3 + m3];
+        for (int j = 0; j < N; ++j) s[j] += c * xv[a][j];
+      }
+      for (int j = 0; j < N; ++j) acc[j] += load<V>(g + m3 * mul + u0 + j * L) * s[j];
+    }
+    for (int j = 0; j < N; ++j) store(dr + u0 + j * L, add_dr ? load<V>(dr + u0 + j * L) + acc[j] : acc[j]);
+  });
+}
+
+// dx[a][u] += r_u sum_m3 M[a][m3] g_u[m3] for one edge and path.
+template <typename T, int D1, int D3>
+void dx_path(const ConvTPKernelPath& p, const T* m, const T* g, const T* r, T* dx) {
+  const int d1 = D1 ? D1 : p.d1, d3 = D3 ? D3 : p.d3, mul = p.mul;
+  over_tiles<T, tile_vectors(D3 ? D3 : kMaxD)>(mul, [&](auto tile, int u0) {
+    using V = typename decltype(tile)::Vec;
+    constexpr int N = decltype(tile)::n, L = static_cast<int>(sizeof(V) / sizeof(T));
+    V gv[D3 ? D3 : kMaxD][N], rv[N];
+    for (int m3 = 0; m3 < d3; ++m3)
+      for (int j = 0; j < N; ++j) gv[m3][j] = load<V>(g + m3 * mul + u0 + j * L);
+    for (int j = 0; j < N; ++j) rv[j] = load<V>(r + u0 + j * L);
+    for (int a = 0; a < d1; ++a) {
+      V w[N];
+      for (int j = 0; j < N; ++j) w[j] = V{};
+      for (int m3 = 0; m3 < d3; ++m3) {
+        const T c = m[a * d3 + m3];
+        for (int j = 0; j < N; ++j) w[j] += c * gv[m3][j];
+      }
+      T* o = dx + a * mul + u0;
+      for (int j = 0; j < N; ++j) store(o + j * L, load<V>(o + j * L) + rv[j] * w[j]);
+    }
+  });
+}
+
+// dY[m2] += sum_u r_u sum over the path's terms (a, m3 -> m2) of c * x_u[a] * g_u[m3] for one edge and
+// path, as T[a][m3] = sum_u r_u x_u[a] g_u[m3] (dense, in registers) contracted with the terms once per
+// edge: into dyv (lane partials, summed over the lanes by the caller) and dys (channels past the last
+// full vector).
+template <typename T, int D1, int D3>
+void dy_path(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const T* x, const T* g, const T* r,
+             typename Simd<T>::V* dyv, T* dys) {
+  using V = typename Simd<T>::V;
+  constexpr int L = static_cast<int>(sizeof(V) / sizeof(T));
+  constexpr int kD1 = D1 ? D1 : kMaxD, kD3 = D3 ? D3 : kMaxD;
+  const int d1 = D1 ? D1 : p.d1, d3 = D3 ? D3 : p.d3, mul = p.mul;
+  V tv[kD1 * kD3];
+  T ts[kD1 * kD3];
+  for (int k = 0; k < d1 * d3; ++k) {
+    tv[k] = V{};
+    ts[k] = 0;
+  }
+  int u0 = 0;
+  for (; u0 + L <= mul; u0 += L) {
+    const V rv = load<V>(r + u0);
+    V rx[kD1];
+    for (int a = 0; a < d1; ++a) rx[a] = rv * load<V>(x + a * mul + u0);
+    for (int m3 = 0; m3 < d3; ++m3) {
+      const V gv = load<V>(g + m3 * mul + u0);
+      for (int a = 0; a < d1; ++a) tv[a * d3 + m3] += rx[a] * gv;
+    }
+  }
+  for (; u0 < mul; ++u0)
+    for (int a = 0; a < d1; ++a)
+      for (int m3 = 0; m3 < d3; ++m3) ts[a * d3 + m3] += r[u0] * x[a * mul + u0] * g[m3 * mul + u0];
+  for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q)
+    for (int32_t k = t.runs[q].term_begin; k < t.runs[q].term_end; ++k) {
+      const int i = t.terms[k].a * d3 + t.terms[k].b, m2 = p.y_offset + t.runs[q].out;
+      dyv[m2] += t.coeff[k] * tv[i];
+      dys[m2] += t.coeff[k] * ts[i];
+    }
+}
 
 template <typename T>
-void forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt, int64_t row, T* out, T* cy) {
+void forward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g, const T* xt,
+                 int64_t row, T* out, T* m) {
   for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
     const T* x = xt + g.xindex[e] * t.dim_in1;
     const T* r = radial_row(t, g, e);
+    couplings(cm, t.dim_sh, g.Y + e * t.dim_sh, m);
     for (int i = 0; i < t.num_paths; ++i) {
       const ConvTPKernelPath& p = t.paths[i];
-      scale_terms(t, p, kConvTPByM3, g.Y + e * t.dim_sh, cy);
-#define FLASHMACE_TILE(V, N, U0) \
-  tile_runs<T, V, N, kConvTPByM3>(t, p, U0, cy, x + p.x_offset, r + p.w_offset, out + p.mid_offset)
-      FLASHMACE_OVER_TILES(T, p.mul, FLASHMACE_TILE);
-#undef FLASHMACE_TILE
+      with_shape(p.d1, p.d3, [&](auto s) {
+        forward_path<T, decltype(s)::d1, decltype(s)::d3>(p, m + cm.offset[i], x + p.x_offset, r + p.w_offset,
+                                                          out + p.mid_offset);
+      });
     }
   }
 }
 
-// The most components of a spherical harmonic a path reads (l <= 7; checked by conv_tp_cpu.cpp).
-constexpr int kMaxD2 = 15;
-
 template <typename T>
-void backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* xt,
-                   const T* gt, int64_t e, T* dr, bool add_dr, T* cy) {
+void backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,
+                   const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* m) {
   using Vt = typename Simd<T>::V;
   const T* grow = gt + g.edge_row[e] * t.dim_mid;
   const T* x = xt + g.xindex[e] * t.dim_in1;
   const T* r = radial_row(t, g, e);
-  T* dy = d.dY + e * t.dim_sh;
-  for (int m = 0; m < t.dim_sh; ++m) dy[m] = 0;
+  couplings(cm, t.dim_sh, g.Y + e * t.dim_sh, m);
+  Vt dyv[kMaxDimSh];
+  T dys[kMaxDimSh];
+  for (int m2 = 0; m2 < t.dim_sh; ++m2) {
+    dyv[m2] = Vt{};
+    dys[m2] = 0;
+  }
   for (int i = 0; i < t.num_paths; ++i) {
     const ConvTPKernelPath& p = t.paths[i];
-    scale_terms(t, p, kConvTPByM3, g.Y + e * t.dim_sh, cy);
-    Vt dyv[kMaxD2];
-    T dys[kMaxD2];
-    for (int m = 0; m < p.d2; ++m) {
-      dyv[m] = Vt{};
-      dys[m] = 0;
-    }
-#define FLASHMACE_TILE(V, N, U0)                                                                                     \
-  tile_backward<T, V, N>(t, p, U0, cy, x + p.x_offset, grow + p.mid_offset, r + p.w_offset, dr + p.w_offset, add_dr, \
-                         Partials<V, T>::of(dyv, dys))
-    FLASHMACE_OVER_TILES(T, p.mul, FLASHMACE_TILE);
-#undef FLASHMACE_TILE
-    for (int m = 0; m < p.d2; ++m) dy[p.y_offset + m] += lane_sum<T>(dyv[m]) + dys[m];
+    const T *xp = x + p.x_offset, *gp = grow + p.mid_offset;
+    with_shape(p.d1, p.d3, [&](auto s) {
+      constexpr int D1 = decltype(s)::d1, D3 = decltype(s)::d3;
+      dr_path<T, D1, D3>(p, m + cm.offset[i], xp, gp, dr + p.w_offset, add_dr);
+      dy_path<T, D1, D3>(t, p, xp, gp, r + p.w_offset, dyv, dys);
+    });
   }
+  T* dy = d.dY + e * t.dim_sh;
+  for (int m2 = 0; m2 < t.dim_sh; ++m2) dy[m2] = lane_sum<T>(dyv[m2]) + dys[m2];
 }
 
 template <typename T>
-void x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* gt, int64_t xr,
-                T* dx, T* cy) {
+void x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,
+                const ConvTPGradients<T>& d, const T* gt, int64_t xr, T* dx, T* m) {
   for (int64_t j = d.x_ptr[xr]; j < d.x_ptr[xr + 1]; ++j) {
     const int64_t e = d.x_perm[j];
     const T* grow = gt + g.edge_row[e] * t.dim_mid;
     const T* r = radial_row(t, g, e);
+    couplings(cm, t.dim_sh, g.Y + e * t.dim_sh, m);
     for (int i = 0; i < t.num_paths; ++i) {
       const ConvTPKernelPath& p = t.paths[i];
-      scale_terms(t, p, kConvTPByM1, g.Y + e * t.dim_sh, cy);
-#define FLASHMACE_TILE(V, N, U0) \
-  tile_runs<T, V, N, kConvTPByM1>(t, p, U0, cy, grow + p.mid_offset, r + p.w_offset, dx + p.x_offset)
-      FLASHMACE_OVER_TILES(T, p.mul, FLASHMACE_TILE);
-#undef FLASHMACE_TILE
+      with_shape(p.d1, p.d3, [&](auto s) {
+        dx_path<T, decltype(s)::d1, decltype(s)::d3>(p, m + cm.offset[i], grow + p.mid_offset, r + p.w_offset, dx + p.x_offset);
+      });
     }
   }
 }
 
-#undef FLASHMACE_OVER_TILES
-
 }  // namespace
 
-#define FLASHMACE_DEFINE_ROWS(T)                                                                                       \
-  void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* xt, int64_t row, T* out_mu,     \
-                           T* cy) {                                                                                    \
-    forward_row(t, g, xt, row, out_mu, cy);                                                                            \
-  }                                                                                                                    \
-  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d,           \
-                             const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* cy) {                         \
-    backward_edge(t, g, d, xt, gt, e, dr, add_dr, cy);                                                                 \
-  }                                                                                                                    \
-  void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* gt, \
-                          int64_t xr, T* dx_mu, T* cy) {                                                               \
-    x_grad_row(t, g, d, gt, xr, dx_mu, cy);                                                                            \
+#define FLASHMACE_DEFINE_ROWS(T)                                                                             \
+  void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,  \
+                           const T* xt, int64_t row, T* out_mu, T* m) {                                      \
+    forward_row(t, cm, g, xt, row, out_mu, m);                                                               \
+  }                                                                                                          \
+  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g, \
+                             const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t e, T* dr,         \
+                             bool add_dr, T* m) {                                                            \
+    backward_edge(t, cm, g, d, xt, gt, e, dr, add_dr, m);                                                    \
+  }                                                                                                          \
+  void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,   \
+                          const ConvTPGradients<T>& d, const T* gt, int64_t xr, T* dx_mu, T* m) {            \
+    x_grad_row(t, cm, g, d, gt, xr, dx_mu, m);                                                               \
   }
 FLASHMACE_DEFINE_ROWS(float)
 FLASHMACE_DEFINE_ROWS(double)

@@ -1,5 +1,5 @@
 #pragma once
-// The per-thread work of species_outer_kernels.h, shared by the CPU loops and the CUDA kernels.
+// The per-thread work of species_outer_kernels.h's CUDA per-edge kernel.
 #include <type_traits>
 
 #include "engine/kernels/species_outer_kernels.h"
@@ -18,35 +18,7 @@ namespace flashmace {
 #define FLASHMACE_OUTER_UNROLL
 #endif
 
-// S[row, :, k, :] (zeroed by the caller) for one (row, k); a run of edges with the same slot is
-// summed in registers (J, the harmonic count, a compile-time constant) and added once.
-template <typename T, int J>
-FLASHMACE_OUTER_HD void species_outer_row(const SpeciesOuterArgs<T>& a, int64_t row, int k, T* S) {
-  double acc[J];
-  FLASHMACE_OUTER_UNROLL
-  for (int j = 0; j < J; ++j) acc[j] = 0;
-  int64_t current = -1;
-  for (int64_t e = a.row_ptr[row]; e <= a.row_ptr[row + 1]; ++e) {
-    const int64_t z = e < a.row_ptr[row + 1] ? a.slot[e] : -1;
-    if (z != current) {
-      if (current >= 0) {
-        T* s = S + ((row * a.Z + current) * a.H + k) * J;
-        FLASHMACE_OUTER_UNROLL
-        for (int j = 0; j < J; ++j) {
-          s[j] += static_cast<T>(acc[j]);
-          acc[j] = 0;
-        }
-      }
-      current = z;
-    }
-    if (z < 0) break;
-    const T hk = a.h[(a.h_index ? a.h_index[e] : e) * a.H + k];
-    const T* y = a.Y + e * J;
-    FLASHMACE_OUTER_UNROLL
-    for (int j = 0; j < J; ++j) acc[j] += static_cast<double>(hk * y[j]);
-  }
-}
-
+// dh[e, :] and dY[e, :] of one edge (the CUDA per-edge kernel).
 template <typename T, int J>
 FLASHMACE_OUTER_HD void species_outer_edge(const SpeciesOuterArgs<T>& a, int64_t e, const T* dS, T* dh, T* dY) {
   const T* ds = dS + (a.edge_row[e] * a.Z + a.slot[e]) * a.H * J;

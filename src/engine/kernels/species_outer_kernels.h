@@ -1,13 +1,13 @@
 #pragma once
 // The per-edge part of the reassociated first interaction (first_layer.h), CPU and CUDA:
 //   forward:  S[row, z, k, j] = sum over the row's edges e with sender slot z of h[e, k] Y[e, j]
-//             (CPU: thread per (row, k); CUDA: block per row, thread per k; edges in order, sums
-//             in double: deterministic);
+//             (CPU: thread per row; CUDA: block per row, thread per k; edges in order, sums in
+//             double: deterministic);
 //   backward: dh[e, k] = sum_j dS[row(e), z(e), k, j] Y[e, j],  dY[e, j] = sum_k h[e, k] dS[..., k, j]
-//             (CPU: thread per edge; CUDA: block per row, or thread per edge for many slots).
+//             (CPU: thread per row; CUDA: block per row, or thread per edge for many slots).
 // h [E, H] (or [any, H] with h_index: edge e reads row h_index[e]; dh stays per edge), Y [E, J],
-// slot [E] in [0, Z), row_ptr [nrows + 1] (edges sorted by row), edge_row [E] (the per-edge
-// kernels only; the others cover the edges of rows, row_ptr[nrows] = E);
+// slot [E] in [0, Z), row_ptr [nrows + 1] (edges sorted by row), edge_row [E] (CUDA's per-edge
+// kernel only; the others cover the edges of rows, row_ptr[nrows] = E);
 // S, dS [nrows, Z, H, J]. Torch-free: plain pointers (CUDA: device memory and a cudaStream_t).
 #include <cstdint>
 

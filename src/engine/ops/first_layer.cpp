@@ -196,10 +196,10 @@ std::pair<at::Tensor, at::Tensor> FirstLayerOp::sums_backward(const at::Tensor& 
   const at::Tensor hi = h_index.defined() ? h_index.contiguous() : at::Tensor();
   const at::Tensor dSc = dS.contiguous();
   const int64_t E = Y.size(0), nrows = rp.size(0) - 1;
-  // Each edge's row, for the per-edge kernels (the CPU's; CUDA's when the dS slabs do not fit).
-  bool per_edge = h.is_cpu();
+  // Each edge's row, for CUDA's per-edge kernel (when the dS slabs do not fit; the CPU runs by row).
+  bool per_edge = false;
 #if FLASHMACE_CUDA_KERNELS
-  if (!per_edge) {
+  if (!h.is_cpu()) {
     const int Z = static_cast<int>(dS.size(1)), H = static_cast<int>(h.size(1)), J = static_cast<int>(Y.size(1));
     per_edge = h.scalar_type() == at::kFloat ? !species_outer_cuda_stages_slabs<float>(Z, H, J)
                                              : !species_outer_cuda_stages_slabs<double>(Z, H, J);
