@@ -3,10 +3,19 @@
 //   element of the longest array, sizes that differ) and exact negation of paired vectors;
 // - per-atom sums (engine/step/atom_sums.h): forces and virial from edge gradients against plain
 //   loops over the edges, with padding edges and atoms.
+// - the reassociated first layer's per-edge sums (engine/ops/first_layer.h, species_outer_cpu_rows.h)
+//   on every instruction set this machine runs, against index_add of outer products in float64.
 // The checks: engine/test_engine_kernels_support.h. The same on CUDA, and the first layer's CUDA
 // kernels: gpu/test_gpu_engine_kernels.cpp.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <vector>
+
+#include "core/cpu_isa.h"
+#include "core/irreps.h"
+#include "engine/kernels/conv_tp_descriptor.h"
+#include "engine/ops/first_layer.h"
 #include "engine/test_engine_kernels_support.h"
 
 namespace flashmace {
@@ -18,6 +27,61 @@ using testing::check_equality;
 TEST(GraphChecks, EqualityAndNegationOnCpu) { check_equality(at::kCPU); }
 
 TEST(AtomSums, ForcesAndVirialOnCpu) { check_atom_sums(at::kCPU); }
+
+// S[row, z, k, j] = sum over the row's edges with slot z of h[e, k] Y[e, j], and its backward
+// dh[e, k] = sum_j dS[row, z, k, j] Y[e, j], dY[e, j] = sum_k h[e, k] dS[row, z, k, j], for harmonics
+// up to l = lmax and H hidden values (vector tails when H or J do not fill whole vectors), slots in
+// runs and interleaved, rows without edges, h rows shared through h_index.
+void check_first_layer_sums(int lmax, int64_t H, at::ScalarType dtype, double tolerance) {
+  const Irreps in1 = Irreps::parse("4x0e"), sh = Irreps::spherical_harmonics(lmax);
+  const FirstLayerOp op(ConvTPDescriptor::build(in1, sh, conv_tp_layout(in1, sh, sh)),
+                        at::randn({H, 4 * sh.dim()}, at::TensorOptions().dtype(dtype)));
+  const std::vector<int64_t> counts = {5, 0, 31, 1, 0, 14, 3, 80};
+  const int64_t nrows = static_cast<int64_t>(counts.size()), Z = 3, J = sh.dim();
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor count = at::tensor(counts, i64);
+  const at::Tensor row_ptr = at::cat({at::zeros({1}, i64), at::cumsum(count, 0)});
+  const int64_t E = count.sum().item<int64_t>();
+  const at::Tensor row = at::repeat_interleave(at::arange(nrows, i64), count);
+  const at::Tensor h = at::randn({E, H}, at::kDouble), Y = at::randn({E, J}, at::kDouble);
+  at::Tensor slot = at::randint(0, Z, {E}, i64);
+  slot.narrow(0, 5, 31).fill_(1);  // row 2: one run
+  const at::Tensor h_index = at::randperm(E, i64), dS = at::randn({nrows, Z, H, J}, at::kDouble);
+  const at::Tensor cell = row * Z + slot;
+  for (const at::Tensor& index : {at::Tensor(), h_index}) {
+    const at::Tensor he = index.defined() ? h.index_select(0, index) : h;
+    const at::Tensor S_ref = at::zeros({nrows * Z, H, J}, at::kDouble)
+                                 .index_add_(0, cell, he.unsqueeze(2) * Y.unsqueeze(1))
+                                 .view({nrows, Z, H, J});
+    const at::Tensor dSe = dS.view({nrows * Z, H, J}).index_select(0, cell);
+    const at::Tensor dh_ref = (dSe * Y.unsqueeze(1)).sum(2), dY_ref = (dSe * he.unsqueeze(2)).sum(1);
+    const at::Tensor S =
+        op.sums(h.to(dtype), Y.to(dtype), slot, row_ptr, nrows, Z, index.defined() ? index : at::Tensor());
+    const auto [dh, dY] = op.sums_backward(dS.to(dtype), h.to(dtype), Y.to(dtype), slot, row_ptr,
+                                           index.defined() ? index : at::Tensor());
+    EXPECT_LT(testing::relative_error(S.to(at::kDouble), S_ref), tolerance) << "S, l <= " << lmax << ", H " << H;
+    EXPECT_LT(testing::relative_error(dh.to(at::kDouble), dh_ref), tolerance) << "dh, l <= " << lmax << ", H " << H;
+    EXPECT_LT(testing::relative_error(dY.to(at::kDouble), dY_ref), tolerance) << "dY, l <= " << lmax << ", H " << H;
+  }
+}
+
+TEST(FirstLayerSums, EveryInstructionSetMatchesOuterProducts) {
+  const CpuIsa chosen = cpu_isa();
+  for (const CpuIsa isa : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512}) {
+    if (!cpu_isa_supported(isa)) {
+      std::printf("instruction set %s: not run here\n", cpu_isa_name(isa));
+      continue;
+    }
+    SCOPED_TRACE(cpu_isa_name(isa));
+    set_cpu_isa(isa);
+    for (int lmax = 0; lmax <= 4; ++lmax)
+      for (const int64_t H : {64, 13}) {
+        check_first_layer_sums(lmax, H, at::kDouble, 1e-14);
+        check_first_layer_sums(lmax, H, at::kFloat, 2e-6);
+      }
+  }
+  set_cpu_isa(chosen);
+}
 
 }  // namespace
 }  // namespace flashmace

@@ -2,7 +2,7 @@
 // - graph checks (engine/ops/graph_checks.h) and per-atom sums (engine/step/atom_sums.h), as on the
 //   CPU (engine/test_engine_kernels.cpp; the checks: engine/test_engine_kernels_support.h);
 // - the reassociated first layer's CUDA kernels (engine/ops/first_layer.h) against its CPU
-//   formulation (ATen GEMMs per path, and the CPU loops of the per-edge sums), float64 and float32,
+//   formulation (ATen GEMMs per path, and the CPU row kernels of the per-edge sums), float64 and float32,
 //   bit for bit on a repeat.
 // Skipped, and reported as skipped, where no GPU or no CUDA kernels exist.
 #include <gtest/gtest.h>
@@ -78,8 +78,7 @@ void check_first_layer_on_cuda(at::ScalarType dtype, double tolerance) {
                                          h_index.defined() ? cuda(h_index) : at::Tensor());
     // The GPU sums in double (Y staged as double) and rounds once: against the same sums in double
     // on the CPU (from the same inputs) it is within half a float32 ulp per element in float32, and
-    // equal to round-off in float64. (Against the CPU's float32 sums it is not: they round at every
-    // step, and once came out 1.006e-7 apart.)
+    // equal to round-off in float64.
     const FirstLayerOp cpu64_op(c.d, c.w_out.to(at::kDouble));
     const auto f64 = [](const at::Tensor& t) { return t.to(at::kDouble); };
     const at::Tensor S64 = cpu64_op.sums(f64(c.h), f64(c.Y), c.slot, c.row_ptr, c.nrows, Z, h_index);
