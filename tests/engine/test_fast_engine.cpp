@@ -400,6 +400,38 @@ TEST(FastEngine, SingleElementSystemEqualsReference) {
   }
 }
 
+// The fused per-edge geometry of a plain model against edge_terms.h's ATen formulation, forward and
+// backward, lengths up to r_max: with MACE's Bessel frequencies (multiples of the first: the CPU loop
+// takes the sines and cosines by recurrence) and with frequencies that are not (one sin and cos each),
+// in float64 and float32.
+TEST(FastEngine, FusedGeometryEqualsAtenWithAndWithoutMultipleFrequencies) {
+  const ModelFile file =
+      ModelFile::load(std::string(FLASHMACE_SOURCE_DIR) + "/potentials/testing/tiny-cuni-random.safetensors");
+  for (const bool multiples : {true, false})
+    for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+      SCOPED_TRACE(std::string(multiples ? "multiples" : "other frequencies") + ", " + at::toString(dtype));
+      MaceParams m64 = MaceParams::load(file, at::kDouble, at::kCPU), m = MaceParams::load(file, dtype, at::kCPU);
+      const at::Tensor w = m64.bessel_weights;
+      if (!multiples) m64.bessel_weights = w * (1 + 0.01 * at::arange(w.size(0), w.options()));
+      m.bessel_weights = m64.bessel_weights.to(dtype);
+      const EdgeGeometryOp op(m);
+      ASSERT_TRUE(op.fused());
+      const int64_t E = 301;
+      const at::Generator gen = at::detail::createCPUGenerator(5);
+      const at::Tensor u = at::randn({E, 3}, gen, at::kDouble);
+      const at::Tensor len = at::empty({E, 1}, at::kDouble).uniform_(0.3, m.config.r_max * 1.02, gen);
+      const at::Tensor v64 = u / at::linalg_vector_norm(u, 2, {1}, true) * len, v = v64.to(dtype);
+      const EdgeGeometry fused = op.forward(v, {}, {}), aten = edge_geometry(m64, v.to(at::kDouble), {}, {});
+      const double tol = dtype == at::kDouble ? 1e-13 : 2e-5;
+      EXPECT_LE(at::max(at::abs(fused.sh.to(at::kDouble) - aten.sh)).item<double>(), tol);
+      EXPECT_LE(at::max(at::abs(fused.ef.to(at::kDouble) - aten.ef)).item<double>(), tol);
+      const at::Tensor gsh = at::randn_like(aten.sh), gef = at::randn_like(aten.ef);
+      const at::Tensor dv_fused = op.vjp(fused, gsh.to(dtype), gef.to(dtype)), dv_aten = edge_geometry_vjp(m64, aten, gsh, gef);
+      EXPECT_LE(at::max(at::abs(dv_fused.to(at::kDouble) - dv_aten)).item<double>(), dtype == at::kDouble ? 1e-12 : 1e-4);
+      EXPECT_GT(at::max(at::abs(dv_aten)).item<double>(), 1e-3);  // (the comparison is not of zeros)
+    }
+}
+
 // MACE-MP-0b and later (Density blocks, Agnesi transform, ZBL): the fused per-edge geometry runs the
 // transform and the ZBL term, equal to edge_terms.h's ATen formulation forward and backward, and the
 // engine equals the reference path on a compressed lattice (pairs inside the ZBL range).

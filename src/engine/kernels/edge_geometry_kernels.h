@@ -25,6 +25,9 @@ struct GeometryTables {
   const GeometryShTerm* terms = nullptr;  // in the memory of the device that runs the loop
   const T* coeff = nullptr;               // one per term
   const T* bessel = nullptr;              // [n_basis] frequencies
+  // Whether frequency k is (k + 1) times the first (to float64 round-off), as MACE makes them: the
+  // CPU loops then take sin and cos of every frequency from those of the first (geometry_bessel).
+  bool bessel_multiples = false;
   int num_terms = 0, lmax = 0, dim_sh = 0, n_basis = 0;
   int p = 5;                              // envelope exponent
   double r_max = 0, prefactor = 0;        // prefactor = sqrt(2 / r_max)

@@ -49,6 +49,10 @@ EdgeGeometryOp::EdgeGeometryOp(const MaceParams& model) : m_(model) {
   terms_ = at::tensor(terms.empty() ? std::vector<int32_t>{0, 0, 0} : terms, at::kInt).to(m_.options.device());
   coeff_ = at::tensor(coeff.empty() ? std::vector<double>{0} : coeff, at::kDouble).to(m_.options.device(), dtype);
   bessel_ = m_.bessel_weights.to(m_.options.device(), dtype).contiguous();
+  const at::Tensor w = m_.bessel_weights.to(at::kCPU, at::kDouble);
+  const at::Tensor multiples = w[0] * at::arange(1, w.size(0) + 1, w.options());
+  // (to the evaluation dtype's round-off: a float32 file's frequencies are multiples to float32's)
+  bessel_multiples_ = w.size(0) > 0 && at::allclose(w, multiples, dtype == at::kFloat ? 2.4e-7 : 1e-14, 0.0);
   if (transform == "Agnesi") {
     radii_ = m_.transform_covalent_radii.to(m_.options.device(), dtype).contiguous();
     agnesi_q_ = m_.transform_q.item<double>();
@@ -77,6 +81,7 @@ auto EdgeGeometryOp::tables() const {
   t.terms = reinterpret_cast<const GeometryShTerm*>(terms_.data_ptr<int32_t>());
   t.coeff = coeff_.data_ptr<T>();
   t.bessel = bessel_.data_ptr<T>();
+  t.bessel_multiples = bessel_multiples_;
   const int lmax = m_.spherical_harmonics.lmax();
   t.num_terms = num_terms_;
   t.lmax = lmax;

@@ -29,6 +29,7 @@ class EdgeGeometryOp {
  private:
   MaceParams m_;                       // shallow copy: tensors shared with the engine
   at::Tensor terms_, coeff_, bessel_;  // the fused kernels' tables on the device (undefined: ATen code)
+  bool bessel_multiples_ = false;      // GeometryTables::bessel_multiples
   at::Tensor radii_;                   // covalent radii by atomic number (Agnesi transform; else undefined)
   double agnesi_q_ = 0, agnesi_p_ = 0, agnesi_a_ = 0;
   at::Tensor zbl_radii_;  // covalent radii by atomic number for the fused ZBL (undefined: ATen code)
