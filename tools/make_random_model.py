@@ -10,6 +10,8 @@ script or, where none is published, from the closest published one ("inferred").
   tiny-cuni    8x0e+8x1o            Res/Res      4.5   6      no   test model: Cu, Ni; max_ell 2, correlation 2,
                                                                    radial MLP [16,16], MLP 8x0e
   tiny-cuni-agnesi  as tiny-cuni    Dens/DensRes 4.5   6      yes  test model: tiny-cuni with MP-0b3's options
+  tiny-89      as tiny-cuni         Res/Res      4.5   6      no   test model: tiny-cuni's shape with the 89
+                                                                   elements of MACE-MP-0 (many-element tests)
   mp0-small    128x0e               Res/Res      6     10     no   MP-0a   mace_mp_0/2023-12-10-mace-128-L0_energy.sh
   mp0-medium   128x0e+128x1o        Res/Res      6     10     no   MP-0a   mace_mp_0/2023-12-03-mace-128-L1.sh
   mp0-large    128x0e+128x1o+128x2e Res/Res      6     10     no   MP-0a   mace_mp_0/2024-01-07-mace-128-L2.sh
@@ -85,6 +87,9 @@ PRESETS = {
     "tiny-cuni-agnesi": dict(hidden="8x0e+8x1o", max_ell=2, correlation=2, elements=[28, 29], r_max=4.5,
                              radial_mlp=[16, 16], num_bessel=6, mlp_irreps="8x0e", avg_num_neighbors=12.0,
                              blocks=DENSITY, distance_transform="Agnesi", pair_repulsion=True),
+    # tiny-cuni's shape with every element of the foundation models: many elements present at once.
+    "tiny-89": dict(hidden="8x0e+8x1o", max_ell=2, correlation=2, elements=MP0_ELEMENTS, r_max=4.5,
+                    radial_mlp=[16, 16], num_bessel=6, mlp_irreps="8x0e", avg_num_neighbors=12.0),
     "mp0-small": foundation(L0, RESIDUAL, 6.0, 10, False),
     "mp0-medium": foundation(L1, RESIDUAL, 6.0, 10, False),
     "mp0-large": foundation(L2, RESIDUAL, 6.0, 10, False),

@@ -39,6 +39,10 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     messages_.emplace_back(L, ConvTPOp(d, p_.options), tf32, reassociate, options_.tf32_split_min_rows);
     if (reassociate && options_.reassociate == Choice::Auto)
       per_edge_first_.emplace(L, messages_.back().tp, tf32, false, options_.tf32_split_min_rows);
+    // (auto says its choice per structure: choose_first_layer)
+    if (t == 0 && options_.reassociate != Choice::Auto && options_.log)
+      options_.log(std::string("first interaction: ") + (reassociate ? "per sender element" : "per edge") +
+                   (options_.reassociate == Choice::On ? " (reassociate on)" : " (reassociate off)"));
   }
   if (options_.radial == RadialMode::Spline) {
     build_radial_splines(file);
