@@ -90,7 +90,6 @@ ScCpuExecutor<T>::ScCpuExecutor(const ScDescriptor& d)
   tables_.K = K_;
   tables_.C = C_;
   tables_.out_dim = out_dim_;
-  tables_.max_slots = max_slots;
   tables_.num_monomials = static_cast<int>(parent_.size());
   tables_.parent = parent_.data();
   tables_.last = last_.data();

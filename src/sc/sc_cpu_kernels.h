@@ -28,7 +28,7 @@ struct ScCpuBlock {
 
 template <typename T>
 struct ScCpuTables {
-  int K = 0, C = 0, out_dim = 0, max_slots = 0;
+  int K = 0, C = 0, out_dim = 0;
   int num_monomials = 0;
   const int32_t* parent = nullptr;  // [num_monomials]: the monomial it extends (-1: none)
   const int32_t* last = nullptr;    // [num_monomials]: the component it multiplies in

@@ -6,7 +6,8 @@
 // Parallel decomposition (OpenMP when built with it, else serial), each output owned by one thread:
 //   forward:      one thread per receiver row: agg[row] summed over the row's edges in order;
 //   dR, dY:       one thread per edge (dR[e], dY[e] written), or, with dR summed per radial row, one
-//                 thread per radial row for its edges (dY[e] written, dR[row] added in edge order);
+//                 thread per radial row for its edges (dY[e] written; dR[row] written by the first,
+//                 the others added, in edge order);
 //   dx (+=):      one thread per x row of the CSR, over its edges in x_perm order.
 #include <algorithm>
 #include <string>
