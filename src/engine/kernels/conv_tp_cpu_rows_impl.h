@@ -165,30 +165,6 @@ void forward_path(const ConvTPKernelPath& p, const T* m, const T* x, const T* r,
   });
 }
 
-// dR_u = sum_m3 g_u[m3] sum_a M[a][m3] x_u[a] for one edge and path, stored or added (add_dr).
-template <typename T, int D1, int D3>
-void dr_path(const ConvTPKernelPath& p, const T* m, const T* x, const T* g, T* dr, bool add_dr) {
-  const int d1 = D1 ? D1 : p.d1, d3 = D3 ? D3 : p.d3, mul = p.mul;
-  over_tiles<T, tile_vectors(D1 ? D1 : kMaxD)>(mul, [&](auto tile, int u0) {
-    using V = typename decltype(tile)::Vec;
-    constexpr int N = decltype(tile)::n, L = static_cast<int>(sizeof(V) / sizeof(T));
-    V xv[D1 ? D1 : kMaxD][N], acc[N];
-    for (int a = 0; a < d1; ++a)
-      for (int j = 0; j < N; ++j) xv[a][j] = load<V>(x + a * mul + u0 + j * L);
-    for (int j = 0; j < N; ++j) acc[j] = V{};
-    for (int m3 = 0; m3 < d3; ++m3) {
-      V s[N];
-      for (int j = 0; j < N; ++j) s[j] = V{};
-      for (int a = 0; a < d1; ++a) {
-        const T c = m[a * d3 + m3];
-        for (int j = 0; j < N; ++j) s[j] += c * xv[a][j];
-      }
-      for (int j = 0; j < N; ++j) acc[j] += load<V>(g + m3 * mul + u0 + j * L) * s[j];
-    }
-    for (int j = 0; j < N; ++j) store(dr + u0 + j * L, add_dr ? load<V>(dr + u0 + j * L) + acc[j] : acc[j]);
-  });
-}
-
 // dx[a][u] += r_u sum_m3 M[a][m3] g_u[m3] for one edge and path.
 template <typename T, int D1, int D3>
 void dx_path(const ConvTPKernelPath& p, const T* m, const T* g, const T* r, T* dx) {
@@ -213,13 +189,16 @@ void dx_path(const ConvTPKernelPath& p, const T* m, const T* g, const T* r, T* d
   });
 }
 
-// dY[m2] += sum_u r_u sum over the path's terms (a, m3 -> m2) of c * x_u[a] * g_u[m3] for one edge and
-// path, as T[a][m3] = sum_u r_u x_u[a] g_u[m3] (dense, in registers) contracted with the terms once per
-// edge: into dyv (lane partials, summed over the lanes by the caller) and dys (channels past the last
-// full vector).
+// One edge and path's backward from its x and g rows, in one sweep over the channels (each vector of
+// x, g and r loaded once for both):
+//   dR_u = sum_m3 g_u[m3] sum_a M[a][m3] x_u[a], stored or added (add_dr);
+//   dY[m2] += sum_u r_u sum over the path's terms (a, m3 -> m2) of c * x_u[a] * g_u[m3], as
+//             T[a][m3] = sum_u r_u x_u[a] g_u[m3] (dense, in registers) contracted with the terms once
+//             per edge: into dyv (lane partials, summed over the lanes by the caller) and dys (the
+//             channels past the last full vector).
 template <typename T, int D1, int D3>
-void dy_path(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const T* x, const T* g, const T* r,
-             typename Simd<T>::V* dyv, T* dys) {
+void backward_path(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const T* m, const T* x, const T* g,
+                   const T* r, T* dr, bool add_dr, typename Simd<T>::V* dyv, T* dys) {
   using V = typename Simd<T>::V;
   constexpr int L = static_cast<int>(sizeof(V) / sizeof(T));
   constexpr int kD1 = D1 ? D1 : kMaxD, kD3 = D3 ? D3 : kMaxD;
@@ -233,16 +212,32 @@ void dy_path(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const T* x, co
   int u0 = 0;
   for (; u0 + L <= mul; u0 += L) {
     const V rv = load<V>(r + u0);
-    V rx[kD1];
-    for (int a = 0; a < d1; ++a) rx[a] = rv * load<V>(x + a * mul + u0);
+    V xv[kD1], gv[kD3];
+    for (int a = 0; a < d1; ++a) xv[a] = load<V>(x + a * mul + u0);
+    for (int m3 = 0; m3 < d3; ++m3) gv[m3] = load<V>(g + m3 * mul + u0);
+    V acc = V{};
     for (int m3 = 0; m3 < d3; ++m3) {
-      const V gv = load<V>(g + m3 * mul + u0);
-      for (int a = 0; a < d1; ++a) tv[a * d3 + m3] += rx[a] * gv;
+      V s = V{};
+      for (int a = 0; a < d1; ++a) s += m[a * d3 + m3] * xv[a];
+      acc += gv[m3] * s;
+    }
+    store(dr + u0, add_dr ? load<V>(dr + u0) + acc : acc);
+    for (int a = 0; a < d1; ++a) {
+      const V rx = rv * xv[a];
+      for (int m3 = 0; m3 < d3; ++m3) tv[a * d3 + m3] += rx * gv[m3];
     }
   }
-  for (; u0 < mul; ++u0)
+  for (; u0 < mul; ++u0) {
+    T acc = 0;
+    for (int m3 = 0; m3 < d3; ++m3) {
+      T s = 0;
+      for (int a = 0; a < d1; ++a) s += m[a * d3 + m3] * x[a * mul + u0];
+      acc += g[m3 * mul + u0] * s;
+    }
+    dr[u0] = add_dr ? dr[u0] + acc : acc;
     for (int a = 0; a < d1; ++a)
       for (int m3 = 0; m3 < d3; ++m3) ts[a * d3 + m3] += r[u0] * x[a * mul + u0] * g[m3 * mul + u0];
+  }
   for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q)
     for (int32_t k = t.runs[q].term_begin; k < t.runs[q].term_end; ++k) {
       const int i = t.terms[k].a * d3 + t.terms[k].b, m2 = p.y_offset + t.runs[q].out;
@@ -284,11 +279,10 @@ void backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const
   }
   for (int i = 0; i < t.num_paths; ++i) {
     const ConvTPKernelPath& p = t.paths[i];
-    const T *xp = x + p.x_offset, *gp = grow + p.mid_offset;
     with_shape(p.d1, p.d3, [&](auto s) {
-      constexpr int D1 = decltype(s)::d1, D3 = decltype(s)::d3;
-      dr_path<T, D1, D3>(p, m + cm.offset[i], xp, gp, dr + p.w_offset, add_dr);
-      dy_path<T, D1, D3>(t, p, xp, gp, r + p.w_offset, dyv, dys);
+      backward_path<T, decltype(s)::d1, decltype(s)::d3>(t, p, m + cm.offset[i], x + p.x_offset,
+                                                         grow + p.mid_offset, r + p.w_offset, dr + p.w_offset,
+                                                         add_dr, dyv, dys);
     });
   }
   T* dy = d.dY + e * t.dim_sh;
