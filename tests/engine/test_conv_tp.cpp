@@ -12,6 +12,7 @@
 #include "engine/kernels/conv_tp_codegen.h"
 #include "core/cpu_isa.h"
 #include "engine/ops/conv_tp_op.h"
+#include "cpu_isa_support.h"
 #include "engine/test_conv_tp_support.h"
 #include "jit/nvrtc.h"
 #include "test_support.h"
@@ -94,15 +95,7 @@ TEST(ConvTPKernelsCpu, RadialIndexEqualsExpandedRadialsBitwise) { check_radial_i
 // 8 channels; 136 = 128 + 8 in float32 with 8 AVX-512 vectors a tile) and are smaller than one
 // (random, 1-6).
 TEST(ConvTPKernelsCpu, EveryInstructionSetMatchesReferencePath) {
-  const CpuIsa chosen = cpu_isa();
-  for (const CpuIsa isa : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512}) {
-    if (!cpu_isa_supported(isa)) {
-      std::printf("instruction set %s: not run here (%s)\n", cpu_isa_name(isa),
-                  cpu_isa_compiled(isa) ? "the processor lacks it" : "not built for this architecture");
-      continue;
-    }
-    SCOPED_TRACE(cpu_isa_name(isa));
-    set_cpu_isa(isa);
+  testing::for_each_cpu_isa([](CpuIsa isa) {
     const ConvTPOp probe(ConvTPDescriptor::build(Irreps::parse("1x0e"), Irreps::spherical_harmonics(0),
                                                  conv_tp_layout(Irreps::parse("1x0e"), Irreps::spherical_harmonics(0),
                                                                 Irreps::parse("0e"))),
@@ -125,8 +118,7 @@ TEST(ConvTPKernelsCpu, EveryInstructionSetMatchesReferencePath) {
                           "20x0e+20x4e x sh4");
     check_random_layouts(at::kCPU);
     check_radial_index(at::kCPU, false);
-  }
-  set_cpu_isa(chosen);
+  });
 }
 
 TEST(CpuIsa, DispatcherPicksTheBestSupportedAndRefusesTheRest) {

@@ -9,11 +9,10 @@
 // kernels: gpu/test_gpu_engine_kernels.cpp.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <vector>
 
-#include "core/cpu_isa.h"
 #include "core/irreps.h"
+#include "cpu_isa_support.h"
 #include "engine/kernels/conv_tp_descriptor.h"
 #include "engine/ops/first_layer.h"
 #include "engine/test_engine_kernels_support.h"
@@ -66,21 +65,13 @@ void check_first_layer_sums(int lmax, int64_t H, at::ScalarType dtype, double to
 }
 
 TEST(FirstLayerSums, EveryInstructionSetMatchesOuterProducts) {
-  const CpuIsa chosen = cpu_isa();
-  for (const CpuIsa isa : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512}) {
-    if (!cpu_isa_supported(isa)) {
-      std::printf("instruction set %s: not run here\n", cpu_isa_name(isa));
-      continue;
-    }
-    SCOPED_TRACE(cpu_isa_name(isa));
-    set_cpu_isa(isa);
+  testing::for_each_cpu_isa([](CpuIsa) {
     for (int lmax = 0; lmax <= 4; ++lmax)
       for (const int64_t H : {64, 13}) {
         check_first_layer_sums(lmax, H, at::kDouble, 1e-14);
         check_first_layer_sums(lmax, H, at::kFloat, 2e-6);
       }
-  }
-  set_cpu_isa(chosen);
+  });
 }
 
 }  // namespace

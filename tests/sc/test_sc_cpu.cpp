@@ -2,10 +2,10 @@
 // contraction (src/model/symmetric_contraction.cpp, dense einsum form) and its autograd gradient.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <set>
 
 #include "core/cpu_isa.h"
+#include "cpu_isa_support.h"
 #include "sc/sc_cpu_executor.h"
 #include "sc/sc_descriptor.h"
 #include "sc_test_support.h"
@@ -123,14 +123,7 @@ TEST_P(ScCpu, Float32EqualsReferenceFloat64) {
 // float64 forward and backward, float32 forward; each is the one the dispatcher then uses.
 TEST_P(ScCpu, EveryInstructionSetEqualsReference) {
   const ModelFile file = ModelFile::load(GetParam().path);
-  const CpuIsa chosen = cpu_isa();
-  for (const CpuIsa isa : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512}) {
-    if (!cpu_isa_supported(isa)) {
-      std::printf("instruction set %s: not run here\n", cpu_isa_name(isa));
-      continue;
-    }
-    SCOPED_TRACE(cpu_isa_name(isa));
-    set_cpu_isa(isa);
+  testing::for_each_cpu_isa([&](CpuIsa isa) {
     ASSERT_EQ(cpu_isa(), isa);
     for (int t = 0; t < file.config().num_interactions; ++t) {
       const ScDescriptor d = build_sc_descriptor(file, t);
@@ -149,8 +142,7 @@ TEST_P(ScCpu, EveryInstructionSetEqualsReference) {
                                      testing::kRelTolF32))
           << "layer " << t;
     }
-  }
-  set_cpu_isa(chosen);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ScCpu, ::testing::ValuesIn(testing::sc_test_models()),

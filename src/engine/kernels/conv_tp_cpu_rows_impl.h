@@ -8,44 +8,19 @@
 // the CUDA kernels (float64 round-off). Everything here has internal linkage or lives in the ISA
 // namespace, and no standard-library template is instantiated: code compiled for one instruction set must
 // never be linked in for another.
+#include "engine/kernels/cpu_vectors_impl.h"
 #include "engine/kernels/conv_tp_cpu_rows.h"
 
-#if !defined(FLASHMACE_CPU_ISA_NAMESPACE) || !defined(FLASHMACE_CPU_VECTOR_BYTES)
-#error "define FLASHMACE_CPU_ISA_NAMESPACE and FLASHMACE_CPU_VECTOR_BYTES before including conv_tp_cpu_rows_impl.h"
-#endif
 
 namespace flashmace {
 namespace FLASHMACE_CPU_ISA_NAMESPACE {
 
 namespace {
 
-// Channels are processed in tiles of up to kVecs GCC/Clang vectors of the instruction set's register
-// width (FLASHMACE_CPU_VECTOR_BYTES: 16 SSE2, 32 AVX2, 64 AVX-512): 8 with AVX-512's 32 registers, 4 with
-// the 16 of the others. Each vector of a tile sums its own chain of terms, so a tile hides the adds' latency.
-typedef float VecF __attribute__((vector_size(FLASHMACE_CPU_VECTOR_BYTES)));
-typedef double VecD __attribute__((vector_size(FLASHMACE_CPU_VECTOR_BYTES)));
-template <typename T>
-struct Simd;
-template <>
-struct Simd<float> {
-  using V = VecF;
-};
-template <>
-struct Simd<double> {
-  using V = VecD;
-};
+// Channels are processed in tiles of up to kVecs vectors (cpu_vectors_impl.h): 8 with AVX-512's 32
+// registers, 4 with the 16 of the others. Each vector of a tile sums its own chain of terms, so a tile hides the adds' latency.
 constexpr int kVecs = FLASHMACE_CPU_VECTOR_BYTES == 64 ? 8 : 4;
 
-template <typename V>
-inline V load(const void* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof(V));
-  return v;
-}
-template <typename V>
-inline void store(void* p, const V& v) {
-  __builtin_memcpy(p, &v, sizeof(V));
-}
 // The sum of a vector's lanes, pairwise (halves added until one lane is left).
 template <typename T, typename V>
 inline T lane_sum(const V& v) {

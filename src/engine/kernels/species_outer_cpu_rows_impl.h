@@ -8,44 +8,17 @@
 // dh is a sum of vectors over j.
 // Internal linkage or the ISA namespace only, no standard-library template: code compiled for one
 // instruction set must never be linked in for another.
+#include "engine/kernels/cpu_vectors_impl.h"
 #include "engine/kernels/species_outer_cpu_rows.h"
-
-#if !defined(FLASHMACE_CPU_ISA_NAMESPACE) || !defined(FLASHMACE_CPU_VECTOR_BYTES)
-#error "define FLASHMACE_CPU_ISA_NAMESPACE and FLASHMACE_CPU_VECTOR_BYTES before including species_outer_cpu_rows_impl.h"
-#endif
 
 namespace flashmace {
 namespace FLASHMACE_CPU_ISA_NAMESPACE {
 
 namespace {
 
-// GCC/Clang vectors of the instruction set's register width (FLASHMACE_CPU_VECTOR_BYTES).
-typedef float VecF __attribute__((vector_size(FLASHMACE_CPU_VECTOR_BYTES)));
-typedef double VecD __attribute__((vector_size(FLASHMACE_CPU_VECTOR_BYTES)));
-template <typename T>
-struct Simd;
-template <>
-struct Simd<float> {
-  using V = VecF;
-};
-template <>
-struct Simd<double> {
-  using V = VecD;
-};
 constexpr int kLanesD = FLASHMACE_CPU_VECTOR_BYTES / 8;
 // The forward's double sums kept in registers: half the register file (32 registers with AVX-512).
 constexpr int kAccVectors = FLASHMACE_CPU_VECTOR_BYTES == 64 ? 16 : 8;
-
-template <typename V>
-inline V load(const void* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof(V));
-  return v;
-}
-template <typename V>
-inline void store(void* p, const V& v) {
-  __builtin_memcpy(p, &v, sizeof(V));
-}
 
 template <int J>
 struct Harmonics {
