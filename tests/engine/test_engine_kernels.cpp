@@ -4,11 +4,14 @@
 // - per-atom sums (engine/step/atom_sums.h): forces and virial from edge gradients against plain
 //   loops over the edges, with padding edges and atoms.
 // - the reassociated first layer's per-edge sums (engine/ops/first_layer.h, species_outer_cpu_rows.h)
-//   on every instruction set this machine runs, against index_add of outer products in float64.
+//   on every instruction set this machine runs, against index_add of outer products in float64; its
+//   per-row GEMMs against the definition (einsum over the Wigner-3j entries) and their backward as
+//   the adjoint, with harmonics no path reads.
 // The checks: engine/test_engine_kernels_support.h. The same on CUDA, and the first layer's CUDA
 // kernels: gpu/test_gpu_engine_kernels.cpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "core/irreps.h"
@@ -27,8 +30,8 @@ TEST(GraphChecks, EqualityAndNegationOnCpu) { check_equality(at::kCPU); }
 
 TEST(AtomSums, ForcesAndVirialOnCpu) { check_atom_sums(at::kCPU); }
 
-// S[row, z, k, j] = sum over the row's edges with slot z of h[e, k] Y[e, j], and its backward
-// dh[e, k] = sum_j dS[row, z, k, j] Y[e, j], dY[e, j] = sum_k h[e, k] dS[row, z, k, j], for harmonics
+// S[j, row, z, k] = sum over the row's edges with slot z of h[e, k] Y[e, j], and its backward
+// dh[e, k] = sum_j dS[j, row, z, k] Y[e, j], dY[e, j] = sum_k h[e, k] dS[j, row, z, k], for harmonics
 // up to l = lmax and H hidden values (vector tails when H or J do not fill whole vectors), slots in
 // runs and interleaved, rows without edges, h rows shared through h_index.
 void check_first_layer_sums(int lmax, int64_t H, at::ScalarType dtype, double tolerance) {
@@ -45,14 +48,15 @@ void check_first_layer_sums(int lmax, int64_t H, at::ScalarType dtype, double to
   const at::Tensor h = at::randn({E, H}, at::kDouble), Y = at::randn({E, J}, at::kDouble);
   at::Tensor slot = at::randint(0, Z, {E}, i64);
   slot.narrow(0, 5, 31).fill_(1);  // row 2: one run
-  const at::Tensor h_index = at::randperm(E, i64), dS = at::randn({nrows, Z, H, J}, at::kDouble);
+  const at::Tensor h_index = at::randperm(E, i64), dS = at::randn({J, nrows, Z, H}, at::kDouble);
   const at::Tensor cell = row * Z + slot;
   for (const at::Tensor& index : {at::Tensor(), h_index}) {
     const at::Tensor he = index.defined() ? h.index_select(0, index) : h;
     const at::Tensor S_ref = at::zeros({nrows * Z, H, J}, at::kDouble)
                                  .index_add_(0, cell, he.unsqueeze(2) * Y.unsqueeze(1))
-                                 .view({nrows, Z, H, J});
-    const at::Tensor dSe = dS.view({nrows * Z, H, J}).index_select(0, cell);
+                                 .view({nrows, Z, H, J})
+                                 .permute({3, 0, 1, 2});
+    const at::Tensor dSe = dS.permute({1, 2, 3, 0}).reshape({nrows * Z, H, J}).index_select(0, cell);
     const at::Tensor dh_ref = (dSe * Y.unsqueeze(1)).sum(2), dY_ref = (dSe * he.unsqueeze(2)).sum(1);
     const at::Tensor S =
         op.sums(h.to(dtype), Y.to(dtype), slot, row_ptr, nrows, Z, index.defined() ? index : at::Tensor());
@@ -72,6 +76,43 @@ TEST(FirstLayerSums, EveryInstructionSetMatchesOuterProducts) {
         check_first_layer_sums(lmax, H, at::kFloat, 2e-6);
       }
   });
+}
+
+// agg[row, mid_p + u d3 + m3] = sum_{entries (m2, m3, c) of p} alpha c sum_z x[z, x_p + u]
+//   sum_k W[k, w_p + u] S[y_p + m2, row, z, k], and <dagg, agg(S)> = <aggregate_backward(dagg), S>.
+void check_first_layer_aggregate(const Irreps& out) {
+  const Irreps in1 = Irreps::parse("6x0e"), sh = Irreps::spherical_harmonics(3);
+  const ConvTPDescriptor d = ConvTPDescriptor::build(in1, sh, conv_tp_layout(in1, sh, out));
+  const int64_t Z = 3, H = 5, n = 7;
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor w = at::randn({H, d.weight_numel}, f64), x = at::randn({Z, d.dim_in1}, f64);
+  const at::Tensor S = at::randn({d.dim_sh, n, Z, H}, f64), dagg = at::randn({n, d.dim_mid}, f64);
+  const FirstLayerOp op(d, w);
+  at::Tensor ref = at::zeros({n, d.dim_mid}, f64);
+  for (const ConvTPPathDescriptor& p : d.paths) {
+    const at::Tensor xp = x.narrow(1, p.x_offset, p.mul), wp = w.narrow(1, p.w_offset, p.mul);
+    const at::Tensor t = at::einsum("zu,ku,mrzk->rum", {xp, wp, S.narrow(0, p.y_offset, p.d2)});  // [n, mul, d2]
+    at::Tensor c = at::zeros({p.d2, p.d3}, f64);
+    for (int i = p.entry_begin; i < p.entry_end; ++i) c[d.entries[i].m2][d.entries[i].m3] = p.alpha * d.entries[i].c;
+    ref.narrow(1, p.mid_offset, p.mul * p.d3).copy_(at::matmul(t, c).reshape({n, p.mul * p.d3}));
+  }
+  EXPECT_LT(testing::relative_error(op.aggregate(S, x), ref), 1e-14) << out.str();
+  const at::Tensor dS = op.aggregate_backward(dagg, x, H);
+  ASSERT_EQ(dS.sizes(), S.sizes());
+  const double lhs = (dagg * ref).sum().item<double>(), rhs = (dS * S).sum().item<double>();
+  EXPECT_NEAR(lhs, rhs, 1e-12 * std::abs(lhs)) << out.str();
+  EXPECT_TRUE(std::isfinite(lhs) && std::isfinite(rhs));
+  // harmonics no path reads get zero gradients
+  for (int j = 0; j < d.dim_sh; ++j) {
+    bool read = false;
+    for (const ConvTPPathDescriptor& p : d.paths) read = read || (j >= p.y_offset && j < p.y_offset + p.d2);
+    if (!read) EXPECT_EQ(dS[j].abs().max().item<double>(), 0.0) << "harmonic " << j << ", " << out.str();
+  }
+}
+
+TEST(FirstLayerAggregate, GemmsMatchTheDefinitionAndTheBackwardIsTheirAdjoint) {
+  check_first_layer_aggregate(Irreps::parse("0e+1o+2e+3o"));
+  check_first_layer_aggregate(Irreps::parse("0e+2e"));  // harmonics of l = 1 and 3 unread
 }
 
 }  // namespace

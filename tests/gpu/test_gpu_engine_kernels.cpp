@@ -1,9 +1,9 @@
 // The fast engine's small fused operations on CUDA against independent truth:
 // - graph checks (engine/ops/graph_checks.h) and per-atom sums (engine/step/atom_sums.h), as on the
 //   CPU (engine/test_engine_kernels.cpp; the checks: engine/test_engine_kernels_support.h);
-// - the reassociated first layer's CUDA kernels (engine/ops/first_layer.h) against its CPU
-//   formulation (ATen GEMMs per path, and the CPU row kernels of the per-edge sums), float64 and float32,
-//   bit for bit on a repeat.
+// - the reassociated first layer on CUDA (engine/ops/first_layer.h: the per-edge sums' kernels, the
+//   per-path GEMMs) against the CPU (the row kernels of the per-edge sums, MKL's GEMMs), float64 and
+//   float32, bit for bit on a repeat.
 // Skipped, and reported as skipped, where no GPU or no CUDA kernels exist.
 #include <gtest/gtest.h>
 
@@ -76,20 +76,21 @@ void check_first_layer_on_cuda(at::ScalarType dtype, double tolerance) {
     const at::Tensor S = cpu_op.sums(c.h, c.Y, c.slot, c.row_ptr, c.nrows, Z, h_index);
     const at::Tensor S_gpu = gpu_op.sums(cuda(c.h), cuda(c.Y), cuda(c.slot), cuda(c.row_ptr), c.nrows, Z,
                                          h_index.defined() ? cuda(h_index) : at::Tensor());
-    // The GPU sums in double (Y staged as double) and rounds once: against the same sums in double
-    // on the CPU (from the same inputs) it is within half a float32 ulp per element in float32, and
-    // equal to round-off in float64.
+    // The GPU sums in double (Y staged as double) and rounds at each flush of a slot's run: against
+    // the same sums in double on the CPU (from the same inputs) it is within half a float32 ulp per
+    // flush in float32 (this case's interleaved slots flush a slot up to 7 times per row; the
+    // engine's edges, sorted by sender element, once), and equal to round-off in float64.
     const FirstLayerOp cpu64_op(c.d, c.w_out.to(at::kDouble));
     const auto f64 = [](const at::Tensor& t) { return t.to(at::kDouble); };
     const at::Tensor S64 = cpu64_op.sums(f64(c.h), f64(c.Y), c.slot, c.row_ptr, c.nrows, Z, h_index);
-    EXPECT_LT(relative_error(S_gpu.to(at::kDouble), S64), dtype == at::kDouble ? 1e-15 : 1e-7) << at::toString(dtype);
+    EXPECT_LT(relative_error(S_gpu.to(at::kDouble), S64), dtype == at::kDouble ? 1e-15 : 5e-7) << at::toString(dtype);
     const auto [dh, dY] = cpu_op.sums_backward(S, c.h, c.Y, c.slot, c.row_ptr, h_index);
     const auto [dh_gpu, dY_gpu] = gpu_op.sums_backward(cuda(S), cuda(c.h), cuda(c.Y), cuda(c.slot), cuda(c.row_ptr),
                                                        h_index.defined() ? cuda(h_index) : at::Tensor());
     EXPECT_LT(relative_error(dh_gpu, dh), tolerance) << at::toString(dtype);
     EXPECT_LT(relative_error(dY_gpu, dY), tolerance) << at::toString(dtype);
   }
-  const at::Tensor S = at::randn({c.nrows, Z, c.h.size(1), c.d.dim_sh}, c.h.options());
+  const at::Tensor S = at::randn({c.d.dim_sh, c.nrows, Z, c.h.size(1)}, c.h.options());
   EXPECT_LT(relative_error(gpu_op.aggregate(cuda(S), cuda(c.x)), cpu_op.aggregate(S, c.x)), tolerance);
   EXPECT_LT(relative_error(gpu_op.aggregate_backward(cuda(c.dagg), cuda(c.x), c.h.size(1)),
                            cpu_op.aggregate_backward(c.dagg, c.x, c.h.size(1))),

@@ -21,7 +21,7 @@ namespace flashmace {
 // dh[e, :] and dY[e, :] of one edge (the CUDA per-edge kernel).
 template <typename T, int J>
 FLASHMACE_OUTER_HD void species_outer_edge(const SpeciesOuterArgs<T>& a, int64_t e, const T* dS, T* dh, T* dY) {
-  const T* ds = dS + (a.edge_row[e] * a.Z + a.slot[e]) * a.H * J;
+  const T* ds = dS + (a.edge_row[e] * a.Z + a.slot[e]) * a.H;
   T y[J], dy[J];
   FLASHMACE_OUTER_UNROLL
   for (int j = 0; j < J; ++j) {
@@ -32,12 +32,12 @@ FLASHMACE_OUTER_HD void species_outer_edge(const SpeciesOuterArgs<T>& a, int64_t
   T* dhe = dh + e * a.H;
   for (int k = 0; k < a.H; ++k) {
     const T hk = he[k];
-    const T* d = ds + k * J;
     T s = 0;
     FLASHMACE_OUTER_UNROLL
     for (int j = 0; j < J; ++j) {
-      s += d[j] * y[j];
-      dy[j] += hk * d[j];
+      const T d = ds[j * a.stride_j + k];
+      s += d * y[j];
+      dy[j] += hk * d;
     }
     dhe[k] = s;
   }

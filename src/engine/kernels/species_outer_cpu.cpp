@@ -53,11 +53,11 @@ void species_outer_backward_cpu(const SpeciesOuterArgs<T>& a, const T* dS, T* dh
 #pragma omp parallel
 #endif
   {
-    std::vector<T> dsT(static_cast<std::size_t>(a.H) * a.J);
+    std::vector<T> slab(static_cast<std::size_t>(a.H) * a.J);  // a dS slab in k-major order
 #if defined(_OPENMP)
 #pragma omp for schedule(dynamic, 8)
 #endif
-    for (int64_t row = 0; row < a.nrows; ++row) k.backward(a, row, dS, dh, dY, dsT.data());
+    for (int64_t row = 0; row < a.nrows; ++row) k.backward(a, row, dS, dh, dY, slab.data());
   }
 }
 

@@ -4,8 +4,8 @@
 // this file with its own compiler flags. The sums are the CUDA kernels' (species_outer_cuda.cu: the
 // forward in double, edges in order; dh summed over j in order; dY over k, here in four interleaved
 // partial sums) with the loops arranged for the vector units: the forward keeps a block of k values'
-// sums over a run of edges in registers, the backward reads a transposed copy of each dS slab so that
-// dh is a sum of vectors over j.
+// sums over a run of edges in registers, the backward sums dh as vectors over k (dS is harmonic-major)
+// and dY from a k-major copy of each dS slab.
 // Internal linkage or the ISA namespace only, no standard-library template: code compiled for one
 // instruction set must never be linked in for another.
 #include "engine/kernels/cpu_vectors_impl.h"
@@ -43,8 +43,8 @@ inline void with_harmonics(int J, const F& f) {
   }
 }
 
-// s[kk][j] += sum over the edges [e0, e1) of h[e, k0 + kk] Y[e, j] for KB values of k, the products
-// and sums in double (as the CUDA kernel), Y in NJ double vectors (zero past J).
+// s[j * stride_j + kk] += sum over the edges [e0, e1) of h[e, k0 + kk] Y[e, j] for KB values of k,
+// the products and sums in double (as the CUDA kernel), Y in NJ double vectors (zero past J).
 template <typename T, int J, int KB>
 inline void outer_block(const SpeciesOuterArgs<T>& a, int64_t e0, int64_t e1, int k0, T* s) {
   constexpr int NJ = (J + kLanesD - 1) / kLanesD;
@@ -65,7 +65,7 @@ inline void outer_block(const SpeciesOuterArgs<T>& a, int64_t e0, int64_t e1, in
   for (int kk = 0; kk < KB; ++kk) {
     double out[NJ * kLanesD];
     for (int n = 0; n < NJ; ++n) store(out + n * kLanesD, acc[kk][n]);
-    for (int j = 0; j < J; ++j) s[kk * J + j] += static_cast<T>(out[j]);
+    for (int j = 0; j < J; ++j) s[j * a.stride_j + kk] += static_cast<T>(out[j]);
   }
 }
 
@@ -77,46 +77,46 @@ void forward_row(const SpeciesOuterArgs<T>& a, int64_t row, T* S) {
     const int64_t z = a.slot[e0];
     int64_t e1 = e0 + 1;
     while (e1 < end && a.slot[e1] == z) ++e1;
-    T* s = S + (row * a.Z + z) * a.H * J;
+    T* s = S + (row * a.Z + z) * a.H;
     int k0 = 0;
-    for (; k0 + KB <= a.H; k0 += KB) outer_block<T, J, KB>(a, e0, e1, k0, s + k0 * J);
-    for (; k0 < a.H; ++k0) outer_block<T, J, 1>(a, e0, e1, k0, s + k0 * J);
+    for (; k0 + KB <= a.H; k0 += KB) outer_block<T, J, KB>(a, e0, e1, k0, s + k0);
+    for (; k0 < a.H; ++k0) outer_block<T, J, 1>(a, e0, e1, k0, s + k0);
     e0 = e1;
   }
 }
 
-// dh[k] = sum_j dsT[j][k] y[j] (j in order) for K vectors of k at k0.
+// dh[k] = sum_j ds[j * stride_j + k] y[j] (j in order) for K vectors of k at k0.
 template <typename T, typename V, int J, int K>
-inline void dh_block(const T* dsT, int H, const T* y, int k0, T* dh) {
+inline void dh_block(const T* ds, int64_t stride_j, const T* y, int k0, T* dh) {
   constexpr int L = static_cast<int>(sizeof(V) / sizeof(T));
   V acc[K];
-  for (int i = 0; i < K; ++i) acc[i] = y[0] * load<V>(dsT + k0 + i * L);
+  for (int i = 0; i < K; ++i) acc[i] = y[0] * load<V>(ds + k0 + i * L);
   for (int j = 1; j < J; ++j)
-    for (int i = 0; i < K; ++i) acc[i] += y[j] * load<V>(dsT + j * H + k0 + i * L);
+    for (int i = 0; i < K; ++i) acc[i] += y[j] * load<V>(ds + j * stride_j + k0 + i * L);
   for (int i = 0; i < K; ++i) store(dh + k0 + i * L, acc[i]);
 }
 
 template <typename T, int J>
-void backward_row(const SpeciesOuterArgs<T>& a, int64_t row, const T* dS, T* dh, T* dY, T* dsT) {
+void backward_row(const SpeciesOuterArgs<T>& a, int64_t row, const T* dS, T* dh, T* dY, T* ds) {
   using V = typename Simd<T>::V;
   constexpr int L = static_cast<int>(sizeof(V) / sizeof(T));
   const int H = a.H;
   int64_t current = -1;
   for (int64_t e = a.row_ptr[row]; e < a.row_ptr[row + 1]; ++e) {
     const int64_t z = a.slot[e];
-    const T* ds = dS + (row * a.Z + z) * H * J;
-    if (z != current) {  // dsT[j][k] = ds[k][j]
-      for (int k = 0; k < H; ++k)
-        for (int j = 0; j < J; ++j) dsT[j * H + k] = ds[k * J + j];
+    const T* dsj = dS + (row * a.Z + z) * H;  // dS[j, row, z, k] at dsj[j * stride_j + k]
+    if (z != current) {  // ds[k][j]: the slot's slab in k-major order, for dY
+      for (int j = 0; j < J; ++j)
+        for (int k = 0; k < H; ++k) ds[k * J + j] = dsj[j * a.stride_j + k];
       current = z;
     }
     const T* y = a.Y + e * J;
     const T* he = a.h + (a.h_index ? a.h_index[e] : e) * H;
     T* dhe = dh + e * H;
     int k0 = 0;
-    for (; k0 + 4 * L <= H; k0 += 4 * L) dh_block<T, V, J, 4>(dsT, H, y, k0, dhe);
-    for (; k0 + L <= H; k0 += L) dh_block<T, V, J, 1>(dsT, H, y, k0, dhe);
-    for (; k0 < H; ++k0) dh_block<T, T, J, 1>(dsT, H, y, k0, dhe);
+    for (; k0 + 4 * L <= H; k0 += 4 * L) dh_block<T, V, J, 4>(dsj, a.stride_j, y, k0, dhe);
+    for (; k0 + L <= H; k0 += L) dh_block<T, V, J, 1>(dsj, a.stride_j, y, k0, dhe);
+    for (; k0 < H; ++k0) dh_block<T, T, J, 1>(dsj, a.stride_j, y, k0, dhe);
     // dY[j] = sum_k h[k] ds[k][j], in four partial sums over k mod 4 (independent chains), added
     // pairwise at the end; vectors over j where J fills whole vectors.
     T* dy = dY + e * J;

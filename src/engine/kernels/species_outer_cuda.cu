@@ -81,10 +81,10 @@ __global__ void forward_kernel(SpeciesOuterArgs<T> a, T* __restrict__ S) {
     for (int e = 0; e < nb; ++e) {
       if (zs[e] != current) {
         if (current >= 0) {
-          T* s = S + ((row * a.Z + current) * a.H + k) * J;
+          T* s = S + (row * a.Z + current) * a.H + k;
 #pragma unroll
           for (int j = 0; j < J; ++j) {
-            s[j] += static_cast<T>(acc[j]);
+            s[j * a.stride_j] += static_cast<T>(acc[j]);
             acc[j] = 0;
           }
         }
@@ -96,9 +96,9 @@ __global__ void forward_kernel(SpeciesOuterArgs<T> a, T* __restrict__ S) {
     }
   }
   if (active && current >= 0) {
-    T* s = S + ((row * a.Z + current) * a.H + k) * J;
+    T* s = S + (row * a.Z + current) * a.H + k;
 #pragma unroll
-    for (int j = 0; j < J; ++j) s[j] += static_cast<T>(acc[j]);
+    for (int j = 0; j < J; ++j) s[j * a.stride_j] += static_cast<T>(acc[j]);
   }
 }
 
@@ -127,10 +127,12 @@ __global__ void backward_kernel(SpeciesOuterArgs<T> a, const T* __restrict__ dS,
   const int64_t row = blockIdx.x, begin = a.row_ptr[row], end = a.row_ptr[row + 1];
   if (begin == end) return;
   const int hs_stride = a.H + 1;
+  // (read coalesced along z k, transposed into the slabs' [z k][j] order)
+  const int zh = a.Z * a.H;
 #pragma unroll 4
-  for (int i = threadIdx.x; i < a.Z * a.H * J4; i += blockDim.x) {
-    const int j = i % J4, zk = i / J4;
-    slabs[i] = j < J ? dS[(row * a.Z) * a.H * J + static_cast<int64_t>(zk) * J + j] : T(0);
+  for (int i = threadIdx.x; i < zh * J4; i += blockDim.x) {
+    const int zk = i % zh, j = i / zh;
+    slabs[zk * J4 + j] = j < J ? dS[j * a.stride_j + row * zh + zk] : T(0);
   }
   const int k = threadIdx.x;
   const bool active = k < a.H;

@@ -1,14 +1,17 @@
 #pragma once
 // The per-edge part of the reassociated first interaction (first_layer.h), CPU and CUDA:
-//   forward:  S[row, z, k, j] = sum over the row's edges e with sender slot z of h[e, k] Y[e, j]
+//   forward:  S[j, row, z, k] = sum over the row's edges e with sender slot z of h[e, k] Y[e, j]
 //             (CPU: thread per row; CUDA: block per row, thread per k; edges in order, sums in
 //             double: deterministic);
-//   backward: dh[e, k] = sum_j dS[row(e), z(e), k, j] Y[e, j],  dY[e, j] = sum_k h[e, k] dS[..., k, j]
+//   backward: dh[e, k] = sum_j dS[j, row(e), z(e), k] Y[e, j],  dY[e, j] = sum_k h[e, k] dS[j, ..., k]
 //             (CPU: thread per row; CUDA: block per row, or thread per edge for many slots).
+// S is harmonic-major so that each harmonic's [rows, Z H] block is one GEMM operand of the per-row
+// aggregate (first_layer.h).
 // h [E, H] (or [any, H] with h_index: edge e reads row h_index[e]; dh stays per edge), Y [E, J],
 // slot [E] in [0, Z), row_ptr [nrows + 1] (edges sorted by row), edge_row [E] (CUDA's per-edge
 // kernel only; the others cover the edges of rows, row_ptr[nrows] = E);
-// S, dS [nrows, Z, H, J]. Torch-free: plain pointers (CUDA: device memory and a cudaStream_t).
+// S, dS [J, S rows, Z, H], stride_j = S rows x Z x H (S may have more rows than row_ptr covers).
+// Torch-free: plain pointers (CUDA: device memory and a cudaStream_t).
 #include <cstdint>
 
 namespace flashmace {
@@ -25,6 +28,7 @@ struct SpeciesOuterArgs {
   const int64_t* row_ptr = nullptr;
   const int64_t* edge_row = nullptr;
   int64_t nrows = 0, num_edges = 0;
+  int64_t stride_j = 0;  // elements between harmonics j and j + 1 of S or dS
   int Z = 0, H = 0, J = 0;
 };
 

@@ -1,14 +1,15 @@
 #pragma once
 // The first interaction reassociated (DESIGN.md; what FastMACE does per sender species): its input
 // features depend only on the sender's species, x[z, u], and every path is scalar x spherical
-// harmonic (d1 = 1), so with R[e, p, u] = sum_k h[e, k] W[k, p, u] (h the radial MLP's last hidden
-// layer, W its output layer)
-//   agg[row, p, u, m3] = sum_z x[z, u] sum_k W[k, p, u] sum_m2 C_p[m2, m3] S[row, z, k, y_p + m2],
-//   S[row, z, k, j]    = sum over the row's edges from species z of h[e, k] Y[e, j].
+// harmonic -> the harmonic's own irrep (0 x l -> l, whose Wigner-3j is diagonal), so with
+// R[e, p, u] = sum_k h[e, k] W[k, p, u] (h the radial MLP's last hidden layer, W its output layer)
+// and c_p[m] the path's alpha times the Wigner-3j's (m, m) entry,
+//   agg[row, p, u, m]  = c_p[m] sum_{z, k} S[y_p + m, row, z, k] W'_p[z k, u],  W'_p[z k, u] = x[z, u] W[k, p, u]
+//   S[j, row, z, k]    = sum over the row's edges from species z of h[e, k] Y[e, j].
 // The [E, weight_numel] radial output and the per-edge tensor product never exist: per edge only
-// h (x) Y is summed (species_outer_kernels.h), the rest is per row: one kernel each way on CUDA
-// (first_layer_kernels.h), GEMMs over rows x species on the CPU (and on CUDA for block sizes the
-// kernels do not take).
+// h (x) Y is summed (species_outer_kernels.h); per row each path is one GEMM of its harmonics'
+// [2l+1 rows, Z H] block of S with W'_p (cuBLAS / MKL: tensor cores on CUDA in float64, the FP32
+// units in float32), and the backward the transposed GEMMs into dS.
 // Exact: the same sums in another order. Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
@@ -18,17 +19,14 @@
 
 namespace flashmace {
 
-template <typename T>
-struct FirstLayerArgs;
-
 class FirstLayerOp {
  public:
-  // Whether a layer with this descriptor can be reassociated: every path has a scalar input (d1 = 1).
+  // Whether a layer with this descriptor can be reassociated: every path is 0 x l -> l (diagonal).
   static bool applies(const ConvTPDescriptor& d);
   // w_out: the radial MLP's output layer [H, weight_numel] (folded, edge_terms.h).
   FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out);
 
-  // h [E, H], Y [E, dim(sh)], slot [E] (sender species slot), row_ptr [nrows + 1] -> S [nrows, Z, H, dim(sh)].
+  // h [E, H], Y [E, dim(sh)], slot [E] (sender species slot), row_ptr [nrows + 1] -> S [dim(sh), nrows, Z, H].
   // With h_index [E], h is [any, H] and edge e uses row h_index[e] (rows shared by reverse-edge pairs).
   at::Tensor sums(const at::Tensor& h, const at::Tensor& Y, const at::Tensor& slot, const at::Tensor& row_ptr,
                   int64_t nrows, int64_t Z, const at::Tensor& h_index = {}) const;
@@ -42,18 +40,14 @@ class FirstLayerOp {
                                                   const at::Tensor& h_index = {}) const;
 
  private:
-  template <typename T>
-  FirstLayerArgs<T> device_args(const at::Tensor& x, int64_t nrows) const;
+  // W'[z k, w] for every path's columns w: [Z H, weight_numel].
+  at::Tensor slot_weights(const at::Tensor& x) const;
 
   ConvTPDescriptor d_;
   at::Tensor w_out_;
-  std::vector<at::Tensor> c_;  // per path: C_p [d2, d3] with alpha, in the dtype and on the device
-  // CUDA: the paths (FirstLayerPath) followed by the entries' (m2, m3) as int32, the entries'
-  // alpha * c in the dtype, and w_out transposed, on the device; whether the kernels take the
-  // layer (else the ATen formulation runs on the GPU too), and whether some harmonic is unread.
-  at::Tensor device_paths_, device_entry_c_, w_out_t_;
-  bool forward_kernel_ = false, backward_kernel_ = false, zero_unread_harmonics_ = false;
-  int max_mul_ = 0;  // largest path multiplicity
+  at::Tensor x_column_;                // per weight column, the column of x it multiplies [weight_numel] (int64)
+  std::vector<at::Tensor> coupling_;  // per path: c_p[m] = alpha times the Wigner-3j's (m, m) entry [2l + 1]
+  std::vector<int> readers_;  // per harmonic, how many paths read it
 };
 
 }  // namespace flashmace
