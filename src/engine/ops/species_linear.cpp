@@ -13,11 +13,18 @@ SpeciesGroups group_species(const at::Tensor& species, const std::vector<int64_t
     g.elements = present;
     return g;
   }
+  std::vector<at::Tensor> rows;
   for (int64_t s : present) {
-    at::Tensor rows = at::nonzero(species == s).squeeze(1);
-    if (rows.size(0) == 0) continue;
+    at::Tensor r = at::nonzero(species == s).squeeze(1);
+    if (r.size(0) == 0) continue;
     g.elements.push_back(s);
-    g.rows.push_back(rows);
+    g.counts.push_back(r.size(0));
+    rows.push_back(r);
+  }
+  if (g.elements.size() > 1) {
+    g.order = at::cat(rows);
+  } else {
+    g.counts.clear();  // (one element present in this block: all rows, no gather)
   }
   return g;
 }
@@ -57,20 +64,25 @@ at::Tensor SpeciesLinear::apply(const at::Tensor& x, const SpeciesGroups& groups
     if (!add_to.defined()) y.zero_();
     return y;
   }
-  if (groups.rows.empty()) {  // one element: all rows
+  if (!groups.order.defined()) {  // one element: all rows
     run(per_element_[static_cast<std::size_t>(groups.elements.front())], x, y, add_to.defined());
     return y;
   }
-  // Several elements: each one's rows gathered, transformed and put back (the groups' rows are
-  // disjoint and cover the block, so every row is written once).
+  // Several elements: the rows in element order, each element's slice transformed, put back (the
+  // order is a permutation of the block's rows, so every row is written once).
+  const at::Tensor xs = x.index_select(0, groups.order);
+  const at::Tensor ys = at::empty({xs.size(0), width}, x.options());
+  int64_t offset = 0;
   for (std::size_t k = 0; k < groups.elements.size(); ++k) {
-    const at::Tensor part = at::empty({groups.rows[k].size(0), width}, x.options());
-    run(per_element_[static_cast<std::size_t>(groups.elements[k])], x.index_select(0, groups.rows[k]), part, false);
-    if (add_to.defined())
-      y.index_add_(0, groups.rows[k], part);
-    else
-      y.index_copy_(0, groups.rows[k], part);
+    const int64_t n = groups.counts[k];
+    run(per_element_[static_cast<std::size_t>(groups.elements[k])], xs.narrow(0, offset, n), ys.narrow(0, offset, n),
+        false);
+    offset += n;
   }
+  if (add_to.defined())
+    y.index_add_(0, groups.order, ys);
+  else
+    y.index_copy_(0, groups.order, ys);
   return y;
 }
 

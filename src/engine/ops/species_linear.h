@@ -12,10 +12,12 @@
 
 namespace flashmace {
 
-// The elements present in a block of atoms and, with more than one, each one's rows.
+// The elements present in a block of atoms and, with more than one, the rows grouped by element:
+// order[offset(k) : offset(k) + counts[k]] are the (ascending) rows of elements[k].
 struct SpeciesGroups {
   std::vector<int64_t> elements;
-  std::vector<at::Tensor> rows;  // rows[k]: int64 row indices of elements[k]; empty with one element
+  at::Tensor order;             // int64 [rows]; undefined with one element
+  std::vector<int64_t> counts;  // per element; empty with one element
 };
 
 // present: the distinct elements of the whole step (sorted; one host synchronisation per step).
@@ -24,7 +26,8 @@ SpeciesGroups group_species(const at::Tensor& species, const std::vector<int64_t
 
 // y = element_linear(x, species, weight, in, Z, out) (model/e3nn_ops.h) and its transpose (the
 // x-gradient for dy): per element present, the element's slice of the weights as an IrrepsLinear on
-// that element's rows (all rows with one element: no gather at all).
+// that element's rows (all rows with one element: no gather at all; with several, the rows gathered
+// in element order once, each element's GEMMs on its contiguous slice, the results put back once).
 class SpeciesLinear {
  public:
   SpeciesLinear() = default;

@@ -82,7 +82,7 @@ std::vector<int64_t> group_sizes(const std::vector<SpeciesGroups>& groups) {
   for (const SpeciesGroups& g : groups) {
     sizes.push_back(-1);  // separator
     sizes.insert(sizes.end(), g.elements.begin(), g.elements.end());
-    for (const at::Tensor& rows : g.rows) sizes.push_back(rows.size(0));
+    sizes.insert(sizes.end(), g.counts.begin(), g.counts.end());
   }
   return sizes;
 }
@@ -255,7 +255,7 @@ std::vector<at::Tensor*> EdgeTopology::device_tensors() {
     if (c.rows.defined()) t.push_back(&c.rows);
   }
   for (auto& g : atom_groups)
-    for (auto& r : g.rows) t.push_back(&r);
+    if (g.order.defined()) t.push_back(&g.order);
   for (at::Tensor* s : {&receiver_counts, &sender_counts, &receiver_ptr, &sender_ptr, &sender_order})
     if (s->defined()) t.push_back(s);
   return t;
