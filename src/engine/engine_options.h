@@ -17,10 +17,11 @@ enum class Dtype { FromModel, Float64, Float32 };  // FromModel: the model file'
 enum class Choice { Auto, On, Off };
 enum class RadialMode { Exact, Spline };
 
-// reassociate auto: the most elements present for which the reassociated first interaction runs. On
-// the H200 (MP-0-medium shape, float32, 4,000 and 62,500 atoms) it is faster up to 3 elements, even
-// at 5 and 1.08-1.10x slower at 8 (bench/RESULTS.md, 2026-12-04).
-constexpr int64_t kReassociateMaxElements = 5;
+// reassociate auto: the most elements present for which the reassociated first interaction runs. Its
+// cost grows with each element present (the per-row GEMMs and the S buffers), the per-edge layer's
+// does not; on the H200 (MP-0-medium shape, float32, 4,000 and 62,500 atoms) it is still 1.02x
+// faster at 8 elements (bench/RESULTS.md, 2026-12-05).
+constexpr int64_t kReassociateMaxElements = 8;
 
 // tf32 auto: the fewest radial-MLP rows of a chunk for which the split-TF32 output layer runs (FP32
 // cores below). On the H200 (MP-0-medium shape, float32) it makes steps 1.02-1.04x faster at 80,000

@@ -15,7 +15,7 @@ const char* const kEngineFlagsUsage =
     "  --tf32 auto|yes|no               fast path, float32 on CUDA: tensor cores in the radial MLP (auto, default:\n"
     "                                   its output layer in split TF32, float32's accuracy; yes: every GEMM in\n"
     "                                   plain TF32, ~1e-3 force error; no: FP32 cores); a bare --tf32 = yes\n"
-    "  --reassociate auto|on|off        fast path: the first interaction per sender element (auto: up to 5\n"
+    "  --reassociate auto|on|off        fast path: the first interaction per sender element (auto: up to 8\n"
     "                                   elements present, default); --no-reassociate = --reassociate off\n"
     "  --radial exact|spline            fast path: radial MLPs exact (default) or read from tables made at load,\n"
     "                                   with their measured error printed (opt-in, docs/pair_style.md)\n"

@@ -27,7 +27,57 @@ void place(const at::Tensor& y, int64_t offset, int64_t mul, int64_t d, const at
     target3.copy_(source3);
 }
 
+// a [rows, k] times w ([k, m]; or [B, k, m], batch b of rows times w[b]), or times w^T: a new tensor,
+// or written or added into out [rows, m] (any row stride).
+at::Tensor batch_view(const at::Tensor& t, int64_t B) { return t.view({B, t.size(0) / B, t.size(1)}); }
+
+at::Tensor product(const at::Tensor& a, const at::Tensor& w, bool transposed) {
+  if (w.dim() == 2) return at::mm(a, transposed ? w.t() : w);
+  const int64_t B = w.size(0);
+  return at::bmm(batch_view(a, B), transposed ? w.transpose(1, 2) : w).view({a.size(0), -1});
+}
+
+void product_into(const at::Tensor& a, const at::Tensor& w, bool transposed, const at::Tensor& out, bool accumulate) {
+  if (w.dim() == 2) {
+    const at::Tensor wt = transposed ? w.t() : w;
+    if (accumulate)
+      out.addmm_(a, wt);
+    else
+      at::mm_out(const_cast<at::Tensor&>(out), a, wt);
+    return;
+  }
+  const int64_t B = w.size(0);
+  at::Tensor out3 = batch_view(out, B);
+  const at::Tensor wt = transposed ? w.transpose(1, 2) : w;
+  if (accumulate)
+    out3.baddbmm_(batch_view(a, B), wt);
+  else
+    at::bmm_out(out3, batch_view(a, B), wt);
+}
+
 }  // namespace
+
+IrrepsLinear IrrepsLinear::stack(const std::vector<IrrepsLinear>& parts) {
+  if (parts.empty()) throw Error("irreps linear: nothing to stack");
+  IrrepsLinear s = parts.front();
+  for (std::size_t t = 0; t < s.terms_.size(); ++t)
+    for (std::size_t k = 0; k < s.terms_[t].w.size(); ++k) {
+      std::vector<at::Tensor> w;
+      for (const IrrepsLinear& p : parts) w.push_back(p.terms_[t].w[k]);
+      s.terms_[t].w[k] = at::stack(w);
+    }
+  return s;
+}
+
+IrrepsLinear IrrepsLinear::select(const at::Tensor& index) const {
+  IrrepsLinear s = *this;
+  for (Term& t : s.terms_)
+    for (at::Tensor& w : t.w) {
+      if (w.dim() != 3) throw Error("irreps linear: select needs a stacked linear");
+      w = w.index_select(0, index);
+    }
+  return s;
+}
 
 IrrepsLinear::IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irreps& out, int64_t fan_factor)
     : in_dim_(in.dim()), out_dim_(out.dim()) {
@@ -96,19 +146,15 @@ void IrrepsLinear::forward_into(const at::Tensor& x, const at::Tensor& y, bool a
       if (!accumulate) y.narrow(1, t.out.offset, t.out.mul * t.d).zero_();
       continue;
     }
-    if (t.d == 1 && !accumulate) {  // scalars: the GEMMs write the column range themselves
+    if (t.d == 1) {  // scalars: the GEMMs write or add into the column range themselves
       const at::Tensor target = y.narrow(1, t.out.offset, t.out.mul);
-      at::mm_out(const_cast<at::Tensor&>(target), rows_of(x, t.in[0].offset, t.in[0].mul, 1), t.w[0]);
-      for (std::size_t k = 1; k < t.in.size(); ++k) target.addmm_(rows_of(x, t.in[k].offset, t.in[k].mul, 1), t.w[k]);
+      for (std::size_t k = 0; k < t.in.size(); ++k)
+        product_into(rows_of(x, t.in[k].offset, t.in[k].mul, 1), t.w[k], false, target, accumulate || k > 0);
       continue;
     }
-    if (t.d == 1) {
-      const at::Tensor target = y.narrow(1, t.out.offset, t.out.mul);
-      for (std::size_t k = 0; k < t.in.size(); ++k) target.addmm_(rows_of(x, t.in[k].offset, t.in[k].mul, 1), t.w[k]);
-      continue;
-    }
-    at::Tensor r = at::mm(rows_of(x, t.in[0].offset, t.in[0].mul, t.d), t.w[0]);
-    for (std::size_t k = 1; k < t.in.size(); ++k) r.addmm_(rows_of(x, t.in[k].offset, t.in[k].mul, t.d), t.w[k]);
+    const at::Tensor r = product(rows_of(x, t.in[0].offset, t.in[0].mul, t.d), t.w[0], false);
+    for (std::size_t k = 1; k < t.in.size(); ++k)
+      product_into(rows_of(x, t.in[k].offset, t.in[k].mul, t.d), t.w[k], false, r, true);
     place(y, t.out.offset, t.out.mul, t.d, r, accumulate);
   }
 }
@@ -127,15 +173,10 @@ void IrrepsLinear::transpose_into(const at::Tensor& g, const at::Tensor& y, bool
     const at::Tensor rows = rows_of(g, t.out.offset, t.out.mul, t.d);
     for (std::size_t k = 0; k < t.in.size(); ++k) {
       const Span& s = t.in[k];
-      if (t.d == 1) {
-        const at::Tensor target = y.narrow(1, s.offset, s.mul);
-        if (accumulate)
-          target.addmm_(rows, t.w[k].t());
-        else
-          at::mm_out(const_cast<at::Tensor&>(target), rows, t.w[k].t());
-      } else {
-        place(y, s.offset, s.mul, t.d, at::mm(rows, t.w[k].t()), accumulate);
-      }
+      if (t.d == 1)
+        product_into(rows, t.w[k], true, y.narrow(1, s.offset, s.mul), accumulate);
+      else
+        place(y, s.offset, s.mul, t.d, product(rows, t.w[k], true), accumulate);
     }
   }
 }

@@ -33,12 +33,19 @@ class IrrepsLinear {
   int64_t in_dim() const { return in_dim_; }
   int64_t out_dim() const { return out_dim_; }
 
+  // Batched linears: parts (of one irreps pair) stacked, each weight [parts, span mul, out mul].
+  static IrrepsLinear stack(const std::vector<IrrepsLinear>& parts);
+  // A stacked linear's parts `index` (int64, on its device): x's rows in index.size(0) equal batches,
+  // batch b through part index[b] (one batched GEMM per weight for all parts).
+  IrrepsLinear select(const at::Tensor& index) const;
+
  private:
   // Consecutive blocks of one irrep: columns [offset, offset + mul * d) in mul_ir layout.
   struct Span {
     int64_t offset = 0, mul = 0;
   };
-  // One output block and the input spans it reads, with their scaled weights [span mul, out mul].
+  // One output block and the input spans it reads, with their scaled weights [span mul, out mul]
+  // (stacked: [parts, span mul, out mul]).
   struct Term {
     Span out;
     int64_t d = 1;

@@ -1,5 +1,7 @@
 #include "engine/ops/species_linear.h"
 
+#include <algorithm>
+
 namespace flashmace {
 
 std::vector<int64_t> elements_present(const at::Tensor& species) {
@@ -21,11 +23,21 @@ SpeciesGroups group_species(const at::Tensor& species, const std::vector<int64_t
     g.counts.push_back(r.size(0));
     rows.push_back(r);
   }
-  if (g.elements.size() > 1) {
-    g.order = at::cat(rows);
-  } else {
+  if (g.elements.size() <= 1) {
     g.counts.clear();  // (one element present in this block: all rows, no gather)
+    return g;
   }
+  const int64_t batch = *std::max_element(g.counts.begin(), g.counts.end());
+  const auto i64 = species.options().dtype(at::kLong);
+  std::vector<at::Tensor> batches, places;
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    batches.push_back(at::cat({rows[k], rows[k].narrow(0, 0, 1).expand({batch - g.counts[k]})}));
+    places.push_back(at::arange(static_cast<int64_t>(k) * batch, static_cast<int64_t>(k) * batch + g.counts[k], i64));
+  }
+  g.batched_rows = at::cat(batches);
+  // place[row] = its position in batched_rows
+  g.place = at::empty({species.size(0)}, i64).index_copy_(0, at::cat(rows), at::cat(places));
+  g.element_index = at::tensor(g.elements, at::kLong).to(species.device());
   return g;
 }
 
@@ -47,6 +59,7 @@ SpeciesLinear::SpeciesLinear(const at::Tensor& weight, const Irreps& in, int num
     const at::Tensor flat = parts.empty() ? at::empty({0}, weight.options()) : at::cat(parts);
     per_element_.emplace_back(flat, in, out, num_elements);
   }
+  stacked_ = IrrepsLinear::stack(per_element_);
 }
 
 at::Tensor SpeciesLinear::apply(const at::Tensor& x, const SpeciesGroups& groups, bool transpose,
@@ -64,25 +77,19 @@ at::Tensor SpeciesLinear::apply(const at::Tensor& x, const SpeciesGroups& groups
     if (!add_to.defined()) y.zero_();
     return y;
   }
-  if (!groups.order.defined()) {  // one element: all rows
+  if (!groups.batched_rows.defined()) {  // one element: all rows
     run(per_element_[static_cast<std::size_t>(groups.elements.front())], x, y, add_to.defined());
     return y;
   }
-  // Several elements: the rows in element order, each element's slice transformed, put back (the
-  // order is a permutation of the block's rows, so every row is written once).
-  const at::Tensor xs = x.index_select(0, groups.order);
+  // Several elements: the padded element batches through the stacked weights of the elements
+  // present, then each row read back from its place (every row written once, padding dropped).
+  const at::Tensor xs = x.index_select(0, groups.batched_rows);
   const at::Tensor ys = at::empty({xs.size(0), width}, x.options());
-  int64_t offset = 0;
-  for (std::size_t k = 0; k < groups.elements.size(); ++k) {
-    const int64_t n = groups.counts[k];
-    run(per_element_[static_cast<std::size_t>(groups.elements[k])], xs.narrow(0, offset, n), ys.narrow(0, offset, n),
-        false);
-    offset += n;
-  }
+  run(stacked_.select(groups.element_index), xs, ys, false);
   if (add_to.defined())
-    y.index_add_(0, groups.order, ys);
+    y.add_(ys.index_select(0, groups.place));
   else
-    y.index_copy_(0, groups.order, ys);
+    at::index_select_out(y, ys, 0, groups.place);
   return y;
 }
 

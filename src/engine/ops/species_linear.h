@@ -12,12 +12,15 @@
 
 namespace flashmace {
 
-// The elements present in a block of atoms and, with more than one, the rows grouped by element:
-// order[offset(k) : offset(k) + counts[k]] are the (ascending) rows of elements[k].
+// The elements present in a block of atoms and, with more than one, the rows in element batches of
+// equal size (the largest element's count): batch k holds the rows of elements[k] in ascending order,
+// then repeats of its first row as padding.
 struct SpeciesGroups {
   std::vector<int64_t> elements;
-  at::Tensor order;             // int64 [rows]; undefined with one element
-  std::vector<int64_t> counts;  // per element; empty with one element
+  std::vector<int64_t> counts;  // rows per element; empty with one element
+  // Device int64 tensors, undefined with one element: elements as an index, the padded batches
+  // (rows of the block, [elements x batch]) and each row's place in them ([rows]).
+  at::Tensor element_index, batched_rows, place;
 };
 
 // present: the distinct elements of the whole step (sorted; one host synchronisation per step).
@@ -27,7 +30,8 @@ SpeciesGroups group_species(const at::Tensor& species, const std::vector<int64_t
 // y = element_linear(x, species, weight, in, Z, out) (model/e3nn_ops.h) and its transpose (the
 // x-gradient for dy): per element present, the element's slice of the weights as an IrrepsLinear on
 // that element's rows (all rows with one element: no gather at all; with several, the rows gathered
-// in element order once, each element's GEMMs on its contiguous slice, the results put back once).
+// into padded element batches, one batched GEMM per weight block for all elements, the results
+// gathered back: launches independent of the element count).
 class SpeciesLinear {
  public:
   SpeciesLinear() = default;
@@ -40,6 +44,7 @@ class SpeciesLinear {
 
  private:
   std::vector<IrrepsLinear> per_element_;  // [Z]
+  IrrepsLinear stacked_;                   // per_element_ stacked
   at::Tensor apply(const at::Tensor& x, const SpeciesGroups& groups, bool transpose, const at::Tensor& add_to) const;
 };
 

@@ -255,7 +255,8 @@ std::vector<at::Tensor*> EdgeTopology::device_tensors() {
     if (c.rows.defined()) t.push_back(&c.rows);
   }
   for (auto& g : atom_groups)
-    if (g.order.defined()) t.push_back(&g.order);
+    for (at::Tensor* s : {&g.element_index, &g.batched_rows, &g.place})
+      if (s->defined()) t.push_back(s);
   for (at::Tensor* s : {&receiver_counts, &sender_counts, &receiver_ptr, &sender_ptr, &sender_order})
     if (s->defined()) t.push_back(s);
   return t;
