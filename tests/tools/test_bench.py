@@ -108,6 +108,35 @@ def run_cpu_compare(tmp_path, *args):
     return json.loads(out.read_text()), proc.stdout
 
 
+def run_structures(tmp_path, *args):
+    """bench/fastmace_structures.py without FastMACE: (its rows, its stdout, its exit code and stderr)."""
+    script = os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench", "fastmace_structures.py")
+    proc = subprocess.run([sys.executable, script, "--bench", BENCH, "--model", MODEL, "--device", "cpu",
+                           "--no-fastmace", "--warmup", "1", "--steps", "1", "--out", str(tmp_path), *args],
+                          capture_output=True, text=True, timeout=600)
+    rows = json.loads((tmp_path / "structures.json").read_text()) if proc.returncode == 0 else None
+    return rows, proc.stdout, proc.returncode, proc.stderr
+
+
+def test_structures_script_builds_what_flashmace_bench_times(tmp_path):
+    """The multi-element structures of bench/fastmace_structures.py through flashmace-bench --xyz: an
+    ideal rock salt (a = 4.2, no perturbation) of 2^3 cells has 64 atoms, 32 of each element, and 32
+    neighbours per atom within r_max 4.5 A (as flashmace-bench's own lattice above); a random fcc alloy
+    2^3 cells, both elements drawn."""
+    rows, stdout, code, err = run_structures(tmp_path, "--sizes", "2", "--perturb", "0",
+                                             "--structures", "rocksalt:Cu,Ni:4.2", "fcc:Cu,Ni")
+    assert code == 0, err
+    salt, alloy = rows
+    assert salt["atoms"] == 64 and salt["edges"] == 32 * 64 and salt["ms"] > 0
+    assert alloy["atoms"] == 32 and alloy["edges"] == 42 * 32 and alloy["ms"] > 0  # ideal fcc: 12 + 6 + 24
+    assert salt["fastmace_ms"] is None and "| rocksalt:Cu,Ni:4.2 | 64 | 2048 |" in stdout
+    symbols = (tmp_path / "rocksalt_Cu_Ni_4_2_c2.xyz").read_text().split()
+    assert symbols.count("Cu") == 32 and symbols.count("Ni") == 32
+    assert "Ni" in (tmp_path / "fcc_Cu_Ni_c2.xyz").read_text() and "Cu" in (tmp_path / "fcc_Cu_Ni_c2.xyz").read_text()
+    _, _, code, err = run_structures(tmp_path, "--structures", "perovskite:Cu,Ni")
+    assert code == 2 and "perovskite needs 3 elements, one per sublattice" in err
+
+
 def test_cpu_compare_times_flashmace_and_mace_torch_on_the_same_energies(tmp_path):
     """bench/cpu_compare.py on the tiny model file (mace-torch: its preset rebuilt with the file's
     weights), 2x2x2 cells: a row per runner and dtype, positive times, the ratio the quotient of the
