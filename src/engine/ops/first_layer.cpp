@@ -66,7 +66,8 @@ FirstLayerOp::FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out)
   for (const ConvTPPathDescriptor& p : d.paths) {
     for (int u = 0; u < p.mul; ++u) column[static_cast<std::size_t>(p.w_offset + u)] = p.x_offset + u;
     std::vector<double> c(static_cast<std::size_t>(p.d3), 0.0);
-    for (int i = p.entry_begin; i < p.entry_end; ++i) c[static_cast<std::size_t>(d.entries[i].m3)] = p.alpha * d.entries[i].c;
+    for (int i = p.entry_begin; i < p.entry_end; ++i)
+      c[static_cast<std::size_t>(d.entries[i].m3)] = p.alpha * d.entries[i].c;
     coupling_.push_back(at::tensor(c, at::kDouble).to(w_out.options()));
     for (int j = p.y_offset; j < p.y_offset + p.d2; ++j) ++readers_[static_cast<std::size_t>(j)];
   }
@@ -116,7 +117,8 @@ at::Tensor FirstLayerOp::aggregate(const at::Tensor& S, const at::Tensor& x) con
 at::Tensor FirstLayerOp::aggregate_backward(const at::Tensor& dagg, const at::Tensor& x, int64_t H) const {
   const int64_t n = dagg.size(0), Z = x.size(0);
   const bool unread = std::find(readers_.begin(), readers_.end(), 0) != readers_.end();
-  at::Tensor dS = unread ? at::zeros({d_.dim_sh, n, Z, H}, dagg.options()) : at::empty({d_.dim_sh, n, Z, H}, dagg.options());
+  at::Tensor dS = unread ? at::zeros({d_.dim_sh, n, Z, H}, dagg.options())
+                         : at::empty({d_.dim_sh, n, Z, H}, dagg.options());
   const at::Tensor w = slot_weights(x);
   std::vector<bool> written(readers_.size(), false);
   for (std::size_t q = 0; q < d_.paths.size(); ++q) {
