@@ -60,17 +60,19 @@ bool FirstLayerOp::applies(const ConvTPDescriptor& d) {
 }
 
 FirstLayerOp::FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out)
-    : d_(d), w_out_(w_out.contiguous()), readers_(static_cast<std::size_t>(d.dim_sh), 0) {
+    : d_(d), w_out_(w_out.contiguous()) {
   if (!applies(d)) throw Error("first-layer reassociation: the layer has a path other than 0 x l -> l");
   std::vector<int64_t> column(static_cast<std::size_t>(d.weight_numel), 0);
+  std::vector<bool> read(static_cast<std::size_t>(d.dim_sh), false);
   for (const ConvTPPathDescriptor& p : d.paths) {
     for (int u = 0; u < p.mul; ++u) column[static_cast<std::size_t>(p.w_offset + u)] = p.x_offset + u;
     std::vector<double> c(static_cast<std::size_t>(p.d3), 0.0);
     for (int i = p.entry_begin; i < p.entry_end; ++i)
       c[static_cast<std::size_t>(d.entries[i].m3)] = p.alpha * d.entries[i].c;
     coupling_.push_back(at::tensor(c, at::kDouble).to(w_out.options()));
-    for (int j = p.y_offset; j < p.y_offset + p.d2; ++j) ++readers_[static_cast<std::size_t>(j)];
+    for (int j = p.y_offset; j < p.y_offset + p.d2; ++j) read[static_cast<std::size_t>(j)] = true;
   }
+  some_harmonic_unread_ = std::find(read.begin(), read.end(), false) != read.end();
   x_column_ = at::tensor(column, at::kLong).to(w_out.device());
 }
 
@@ -116,11 +118,10 @@ at::Tensor FirstLayerOp::aggregate(const at::Tensor& S, const at::Tensor& x) con
 
 at::Tensor FirstLayerOp::aggregate_backward(const at::Tensor& dagg, const at::Tensor& x, int64_t H) const {
   const int64_t n = dagg.size(0), Z = x.size(0);
-  const bool unread = std::find(readers_.begin(), readers_.end(), 0) != readers_.end();
-  at::Tensor dS = unread ? at::zeros({d_.dim_sh, n, Z, H}, dagg.options())
+  at::Tensor dS = some_harmonic_unread_ ? at::zeros({d_.dim_sh, n, Z, H}, dagg.options())
                          : at::empty({d_.dim_sh, n, Z, H}, dagg.options());
   const at::Tensor w = slot_weights(x);
-  std::vector<bool> written(readers_.size(), false);
+  std::vector<bool> written(static_cast<std::size_t>(d_.dim_sh), false);
   for (std::size_t q = 0; q < d_.paths.size(); ++q) {
     const ConvTPPathDescriptor& p = d_.paths[q];
     // g[m, row, u] = c_p[m] dagg[row, u, m], times W'_p^T -> dS[y_p + m, row, z, k]

@@ -47,7 +47,7 @@ class FirstLayerOp {
   at::Tensor w_out_;
   at::Tensor x_column_;                // per weight column, the column of x it multiplies [weight_numel] (int64)
   std::vector<at::Tensor> coupling_;  // per path: c_p[m] = alpha times the Wigner-3j's (m, m) entry [2l + 1]
-  std::vector<int> readers_;  // per harmonic, how many paths read it
+  bool some_harmonic_unread_ = false;  // (its dS rows are zero: no path writes them)
 };
 
 }  // namespace flashmace

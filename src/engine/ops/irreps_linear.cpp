@@ -27,10 +27,11 @@ void place(const at::Tensor& y, int64_t offset, int64_t mul, int64_t d, const at
     target3.copy_(source3);
 }
 
-// a [rows, k] times w ([k, m]; or [B, k, m], batch b of rows times w[b]), or times w^T: a new tensor,
-// or written or added into out [rows, m] (any row stride).
+// t [rows, k] as B equal batches of rows [B, rows / B, k]
 at::Tensor batch_view(const at::Tensor& t, int64_t B) { return t.view({B, t.size(0) / B, t.size(1)}); }
 
+// a [rows, k] times w ([k, m]; or [B, k, m], batch b of rows times w[b]), or times w^T: a new tensor,
+// or written or added into out [rows, m] (any row stride).
 at::Tensor product(const at::Tensor& a, const at::Tensor& w, bool transposed) {
   if (w.dim() == 2) return at::mm(a, transposed ? w.t() : w);
   const int64_t B = w.size(0);
