@@ -10,6 +10,9 @@ script or, where none is published, from the closest published one ("inferred").
   tiny-cuni    8x0e+8x1o            Res/Res      4.5   6      no   test model: Cu, Ni; max_ell 2, correlation 2,
                                                                    radial MLP [16,16], MLP 8x0e
   tiny-cuni-agnesi  as tiny-cuni    Dens/DensRes 4.5   6      yes  test model: tiny-cuni with MP-0b3's options
+  tiny-mh1     as tiny-cuni         NonLin/NonLin 4.5  6      yes  test model: tiny-cuni with MH-1's options (edge
+                                                                   irreps 4x0e+4x1o, agnostic product, apply_cutoff
+                                                                   false)
   tiny-89      as tiny-cuni         Res/Res      4.5   6      no   test model: tiny-cuni's shape with the 89
                                                                    elements of MACE-MP-0 (many-element tests)
   mp0-small    128x0e               Res/Res      6     10     no   MP-0a   mace_mp_0/2023-12-10-mace-128-L0_energy.sh
@@ -31,8 +34,7 @@ script or, where none is published, from the closest published one ("inferred").
   off24-medium 128x0e+128x1o        Plain/Res    5     8      no   OFF24   inferred from off23-medium
   mh1          512x0e+512x1o        NonLin/NonLin 6    10     yes  MH-1    mace-foundations config-mace-mh-1.yaml:
                                                                    edge irreps 128x0e+128x1o (first layer: their
-                                                                   scalars), agnostic product, apply_cutoff false;
-                                                                   the reference path only (the fast path refuses it)
+                                                                   scalars), agnostic product, apply_cutoff false
 
   Scripts: mace_mp_0*/ in github.com/ACEsuit/mace-mp, mace_omat/ in ACEsuit/mace-foundations,
   mace_off23/ in ACEsuit/mace-off. Res: RealAgnosticResidualInteractionBlock; Plain:
@@ -87,6 +89,12 @@ PRESETS = {
     "tiny-cuni-agnesi": dict(hidden="8x0e+8x1o", max_ell=2, correlation=2, elements=[28, 29], r_max=4.5,
                              radial_mlp=[16, 16], num_bessel=6, mlp_irreps="8x0e", avg_num_neighbors=12.0,
                              blocks=DENSITY, distance_transform="Agnesi", pair_repulsion=True),
+    # tiny-cuni's shape with MACE-MH-1's options (NonLinear blocks on narrower edge irreps, agnostic
+    # product, envelope inside the interactions, Agnesi transform, ZBL): the engine's NonLinear path.
+    "tiny-mh1": dict(hidden="8x0e+8x1o", max_ell=2, correlation=2, elements=[28, 29], r_max=4.5,
+                     radial_mlp=[16, 16], num_bessel=6, mlp_irreps="8x0e", avg_num_neighbors=12.0,
+                     blocks=NONLINEAR, distance_transform="Agnesi", pair_repulsion=True, edge_irreps="4x0e+4x1o",
+                     use_edge_irreps_first=True, use_agnostic_product=True, apply_cutoff=False),
     # tiny-cuni's shape with every element of the foundation models: many elements present at once.
     "tiny-89": dict(hidden="8x0e+8x1o", max_ell=2, correlation=2, elements=MP0_ELEMENTS, r_max=4.5,
                     radial_mlp=[16, 16], num_bessel=6, mlp_irreps="8x0e", avg_num_neighbors=12.0),
@@ -112,8 +120,6 @@ PRESETS = {
     "mh1": dict(foundation("512x0e+512x1o", NONLINEAR, 6.0, 10, True), edge_irreps="128x0e+128x1o",
                 use_edge_irreps_first=True, use_agnostic_product=True, apply_cutoff=False),
 }
-# Presets the fast path does not run yet (it refuses them by name): the reference path only.
-REFERENCE_ONLY = {"mh1"}
 
 
 def parse_elements(text):
@@ -177,10 +183,11 @@ def build(preset, seed, heads=None, elements=None):
         for block in model.interactions:
             if hasattr(block, "alpha"):
                 # Non-linear blocks divide by alpha + beta * density (MACE starts at 20 and 0): keep it
-                # away from 0 with density >= 0; torch.nn.Linear, unlike e3nn's layers, does not
-                # divide by its fan-in, so N(0, 1/fan_in) weights keep the MLPs' outputs O(1).
+                # away from 0 with density >= 0 (beta not 1, so that a lost factor beta shows);
+                # torch.nn.Linear, unlike e3nn's layers, does not divide by its fan-in, so N(0, 1/fan_in)
+                # weights keep the MLPs' outputs O(1).
                 block.alpha.fill_(3.0)
-                block.beta.fill_(1.0)
+                block.beta.fill_(0.7)
                 for mlp in (block.conv_tp_weights, block.density_fn):
                     for layer in mlp.net:
                         if isinstance(layer, torch.nn.Linear):

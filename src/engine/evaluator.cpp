@@ -197,26 +197,6 @@ class FastEvaluator : public TensorEvaluator {
 
 }  // namespace
 
-namespace {
-
-// What the fast engine does not implement yet, by the model's options ("" when it runs the model).
-std::string fast_path_gap(const MaceConfig& c) {
-  std::vector<std::string> gaps;
-  for (int t = 0; t < c.num_interactions; ++t)
-    if (c.nonlinear(t)) {
-      gaps.push_back(c.interaction_class(t));
-      break;
-    }
-  if (!c.edge_irreps.empty()) gaps.push_back("edge_irreps");
-  if (c.use_agnostic_product) gaps.push_back("use_agnostic_product");
-  if (!c.apply_cutoff) gaps.push_back("apply_cutoff = false");
-  std::string s;
-  for (const auto& g : gaps) s += (s.empty() ? "" : ", ") + g;
-  return s;
-}
-
-}  // namespace
-
 std::unique_ptr<Evaluator> make_evaluator(const ModelFile& model_file, const EngineOptions& o) {
   // A multi-head model runs one head, as a one-head model (ModelFile::select_head).
   const ModelFile file = model_file.config().num_heads() > 1 || !o.head.empty() ? model_file.select_head(o.head)
@@ -225,10 +205,6 @@ std::unique_ptr<Evaluator> make_evaluator(const ModelFile& model_file, const Eng
   const std::string dtype = resolved_dtype(o, file.config().dtype);
   const at::Device device(canonical_device(o.device));
   if (o.path == EvaluationPath::Reference) return std::make_unique<ReferenceEvaluator>(file, device, dtype);
-  if (const std::string gap = fast_path_gap(file.config()); !gap.empty())
-    throw Error("the fast path does not implement this model's " + gap +
-                " yet (MACE-MH-1 / OMOL architecture); run it on the reference path: pair_style mace/flash ... "
-                "path reference, flashmace-eval/-bench --path reference, Calculator(..., path=\"reference\")");
   return std::make_unique<FastEvaluator>(file, device, dtype, o);
 }
 

@@ -27,6 +27,11 @@ struct InteractionParams {
   std::vector<at::Tensor> tp_w3j;  // one per tp path
   bool residual = false;
   bool density = false;
+  // Whether the message sums are normalised by per-receiver sums of an edge density term: Density
+  // blocks (1 + sum) and NonLinear blocks (beta sum + alpha).
+  bool density_sums() const { return density || nonlinear; }
+  // The width of the projected message sums: the gate's input in NonLinear blocks, else the target.
+  int64_t projected_dim() const { return (nonlinear ? gate : target).dim(); }
   double avg_num_neighbors = 1.0;
   at::Tensor linear_up, linear, skip_tp, density_weight;
   std::vector<at::Tensor> radial_layers;

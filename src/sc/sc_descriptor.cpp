@@ -46,7 +46,7 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescr
   ScDescriptor d;
   d.layer = layer;
   d.correlation = config.correlation[layer];
-  d.num_elements = config.num_elements();
+  d.num_elements = config.use_agnostic_product ? 1 : config.num_elements();  // (agnostic: one weight set)
   d.channels = config.channels();
   const Irreps out = config.layer_output(layer);
   const int Z = d.num_elements, C = d.channels, nu_max = d.correlation;

@@ -361,20 +361,26 @@ def test_nonlinear_architecture_matches_official_mace(tmp_path, j):
         xyz = tmp_path / f"{kind}.xyz"
         write_xyz(xyz, atoms, written_cell)
         label = f"{where}; {kind} of {len(atoms)} atoms, {ref['edges']} edges"
-        got = flashmace(model_path, xyz, "float64", label)
         e_ref = float(ref["energy"][0])
-        assert abs(got["energy"] - e_ref) <= 1e-12 * abs(e_ref), f"{label}: energy {got['energy']!r} vs MACE {e_ref!r}"
-        np.testing.assert_allclose(got["node_energy"], ref["node_energy"], rtol=0, atol=1e-10,
-                                   err_msg=label + ": node energies")
-        np.testing.assert_allclose(got["forces"], ref["forces"], rtol=0, atol=1e-10, err_msg=label + ": forces")
-        if atoms.pbc.all():
-            np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=label + ": stress")
-        elif atoms.pbc.any():
-            volume = abs(np.linalg.det(atoms.cell.array))
-            np.testing.assert_allclose(np.array(got["stress"]) * volume, ref["stress"] * ref["stress_volume"],
-                                       rtol=0, atol=1e-10 * volume, err_msg=label + ": slab virial")
+        # Both paths; the fast one alternately with the planner's chunks and with 7-edge chunks
+        # (several chunks per receiver, streamed density sums), radial pairs asked for (they must not
+        # apply: these MLPs read the edge's elements).
+        fast = ("--path", "fast", "--radial-pairs", "on") + (("--edge-chunk", "7", "--atom-chunk", "5") if j % 2 else ())
+        for path in (("--path", "reference"), fast):
+            got = flashmace(model_path, xyz, "float64", label, path)
+            what = f"{label} [{' '.join(path)}]"
+            assert abs(got["energy"] - e_ref) <= 1e-12 * abs(e_ref), f"{what}: energy {got['energy']!r} vs MACE {e_ref!r}"
+            np.testing.assert_allclose(got["node_energy"], ref["node_energy"], rtol=0, atol=1e-10,
+                                       err_msg=what + ": node energies")
+            np.testing.assert_allclose(got["forces"], ref["forces"], rtol=0, atol=1e-10, err_msg=what + ": forces")
+            if atoms.pbc.all():
+                np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=what + ": stress")
+            elif atoms.pbc.any():
+                volume = abs(np.linalg.det(atoms.cell.array))
+                np.testing.assert_allclose(np.array(got["stress"]) * volume, ref["stress"] * ref["stress_volume"],
+                                           rtol=0, atol=1e-10 * volume, err_msg=what + ": slab virial")
         assert 1e-3 < np.abs(ref["forces"]).max() < 1e3, f"{label}: MACE forces {np.abs(ref['forces']).max()} (test design)"
-    # The fast path refuses these models by name instead of computing something else.
-    proc = subprocess.run([EVAL, "--model", str(model_path), "--xyz", str(xyz), "--path", "fast"],
-                          capture_output=True, text=True)
-    assert proc.returncode != 0 and "path reference" in proc.stderr, f"{where}: fast path: {proc.stderr}"
+        if kind == "periodic":
+            got32 = flashmace(model_path, xyz, "float32", label, ("--path", "fast"))
+            assert abs(got32["energy"] - e_ref) <= 1e-5 * abs(e_ref), \
+                f"{label} (float32): energy {got32['energy']!r} vs MACE float64 {e_ref!r}"

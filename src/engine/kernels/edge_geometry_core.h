@@ -143,8 +143,8 @@ FLASHMACE_GEOMETRY_HD void geometry_forward_edge(const GeometryTables<T>& t, con
   T u[3], y[kGeometryMaxSh];
   const T r = geometry_harmonics(t, v, u, y);
   for (int k = 0; k < t.dim_sh; ++k) Y[k] = y[k];
-  T env, denv, slope;
-  geometry_envelope(t, r, &env, &denv);
+  T env = 1, denv = 0, slope;
+  if (t.envelope_features) geometry_envelope(t, r, &env, &denv);
   const T rb = geometry_basis_distance(t, r, zs, zr, &slope);
   const T pre = static_cast<T>(t.prefactor);
   T sines[kGeometryMaxBasis];
@@ -178,8 +178,8 @@ FLASHMACE_GEOMETRY_HD void geometry_backward_edge(const GeometryTables<T>& t, co
   const T ug = u[0] * gu[0] + u[1] * gu[1] + u[2] * gu[2];
   T gr = 0;  // dE/dr through the radial features
   if (def) {
-    T env, denv, slope;
-    geometry_envelope(t, r, &env, &denv);
+    T env = 1, denv = 0, slope;
+    if (t.envelope_features) geometry_envelope(t, r, &env, &denv);
     const T rb = geometry_basis_distance(t, r, zs, zr, &slope);
     const T pre = static_cast<T>(t.prefactor);
     T sines[kGeometryMaxBasis], cosines[kGeometryMaxBasis];

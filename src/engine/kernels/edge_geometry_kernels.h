@@ -30,6 +30,9 @@ struct GeometryTables {
   bool bessel_multiples = false;
   int num_terms = 0, lmax = 0, dim_sh = 0, n_basis = 0;
   int p = 5;                              // envelope exponent
+  // Whether ef carries the envelope (apply_cutoff true); false: the Bessel basis alone, the envelope
+  // applied by the interactions (NonLinear blocks of MACE-MH-1).
+  bool envelope_features = true;
   double r_max = 0, prefactor = 0;        // prefactor = sqrt(2 / r_max)
   // Agnesi transform (null radii: none): covalent radii by atomic number, and its q, p, a.
   const T* covalent_radii = nullptr;

@@ -88,6 +88,7 @@ auto EdgeGeometryOp::tables() const {
   t.dim_sh = (lmax + 1) * (lmax + 1);
   t.n_basis = static_cast<int>(bessel_.size(0));
   t.p = m_.cutoff_p;
+  t.envelope_features = m_.config.apply_cutoff;
   t.r_max = m_.config.r_max;
   t.prefactor = std::sqrt(2.0 / m_.config.r_max);
   if (radii_.defined()) {

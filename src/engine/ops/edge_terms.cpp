@@ -7,10 +7,7 @@
 
 namespace flashmace {
 
-namespace {
-
-// The polynomial envelope (mace_spec.md 3.3) and its r-derivative; r_max a scalar or per-edge tensor.
-std::pair<at::Tensor, at::Tensor> envelope(const at::Tensor& r, const at::Tensor& r_max, int p) {
+std::pair<at::Tensor, at::Tensor> polynomial_envelope(const at::Tensor& r, const at::Tensor& r_max, int p) {
   const double pd = p, c1 = (pd + 1) * (pd + 2) / 2, c2 = pd * (pd + 2), c3 = pd * (pd + 1) / 2;
   const at::Tensor u = r / r_max;
   const at::Tensor up1 = at::pow(u, p - 1), up = up1 * u;
@@ -19,6 +16,17 @@ std::pair<at::Tensor, at::Tensor> envelope(const at::Tensor& r, const at::Tensor
   const at::Tensor slope = (-c1 * pd * up1 + c2 * (pd + 1) * up - c3 * (pd + 2) * up * u) / r_max * inside;
   return {value, slope};
 }
+
+at::Tensor InteractionEnvelope::value(const at::Tensor& v) const {
+  return polynomial_envelope(at::linalg_vector_norm(v, 2, {1}, true), r_max, p).first;
+}
+
+at::Tensor InteractionEnvelope::vjp(const at::Tensor& v, const at::Tensor& grad_f) const {
+  const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
+  return grad_f * polynomial_envelope(r, r_max, p).second / r * v;  // df/dv = f'(r) v / r
+}
+
+namespace {
 
 // The distance the Bessel basis sees (Agnesi / Soft transforms or r itself) and its r-derivative.
 std::pair<at::Tensor, at::Tensor> basis_distance(const MaceParams& m, const at::Tensor& r, const at::Tensor& zs,
@@ -61,7 +69,9 @@ EdgeGeometry edge_geometry(const MaceParams& m, const at::Tensor& v, const at::T
 
   // ef = B(rb) env(r), B(x) = sqrt(2/r_max) sin(w x) / x (mace_spec.md 3.3)
   const auto [rb, drb] = basis_distance(m, g.r, zs, zr);
-  const auto [env, denv] = envelope(g.r, m.r_max, m.cutoff_p);
+  // (apply_cutoff false: the interactions apply the envelope, not the features)
+  const auto [env, denv] = m.config.apply_cutoff ? polynomial_envelope(g.r, m.r_max, m.cutoff_p)
+                                                 : std::make_pair(at::ones_like(g.r), at::zeros_like(g.r));
   const double prefactor = std::sqrt(2.0 / m.config.r_max);
   const at::Tensor wx = rb * m.bessel_weights.unsqueeze(0);
   const at::Tensor sin_wx = at::sin(wx);
@@ -157,7 +167,8 @@ std::pair<at::Tensor, at::Tensor> zbl_energy_and_derivative(const at::Tensor& r,
   const at::Tensor k = 14.3996 * zs * zr;
   const at::Tensor v = k / r * phi;
   const at::Tensor dv = k * (-phi / (r * r) + dphi / (a * r));
-  const auto [env, denv] = envelope(r, covalent_radius_sum(zbl.covalent_radii, z_sender, z_receiver), zbl.p);
+  const auto [env, denv] =
+      polynomial_envelope(r, covalent_radius_sum(zbl.covalent_radii, z_sender, z_receiver), zbl.p);
   return {(0.5 * v * env).squeeze(1), (0.5 * (dv * env + v * denv)).squeeze(1)};
 }
 

@@ -25,6 +25,20 @@ struct EdgeGeometry {
                                     // with a distance transform (the backward needs the pair's radii)
 };
 
+// The polynomial envelope (mace_spec.md 3.3) and its r-derivative; r_max a scalar or per-edge tensor.
+std::pair<at::Tensor, at::Tensor> polynomial_envelope(const at::Tensor& r, const at::Tensor& r_max, int p);
+
+// The envelope of models that apply it inside their interactions (apply_cutoff false: it multiplies
+// the radial MLP's outputs and the density term instead of the radial features), from the edges'
+// vectors [Ec, 3]: f(|v|) [Ec, 1], and dE/dv [Ec, 3] from dE/df [Ec, 1].
+struct InteractionEnvelope {
+  at::Tensor r_max;  // scalar
+  int p = 5;
+  at::Tensor value(const at::Tensor& vectors) const;
+  at::Tensor vjp(const at::Tensor& vectors, const at::Tensor& grad_f) const;
+};
+
+// ef without the envelope where the model applies it inside its interactions (apply_cutoff false).
 EdgeGeometry edge_geometry(const MaceParams& model, const at::Tensor& vectors, const at::Tensor& z_sender,
                            const at::Tensor& z_receiver);
 

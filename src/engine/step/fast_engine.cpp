@@ -27,16 +27,28 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
   const int Z = c.num_elements();
   const InteractionParams& L0 = p_.layers[0];
   h0_table_ = p_.node_embedding / std::sqrt(static_cast<double>(Z));
-  hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.in);
+  hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.edge);
   // With radial spline the tables replace the radial MLPs: no output layer to run on tensor cores.
   const Choice tf32 = options_.radial == RadialMode::Spline ? Choice::Off : options_.tf32;
   for (std::size_t t = 0; t < p_.layers.size(); ++t) {
     const InteractionParams& L = p_.layers[t];
-    ConvTPDescriptor d = ConvTPDescriptor::build(L.in, p_.sh, L.tp);
+    ConvTPDescriptor d = ConvTPDescriptor::build(L.edge, p_.sh, L.tp);
     // The first layer's features depend only on the species: reassociated (first_layer.h), and with
     // reassociate auto also kept per edge, for structures of many elements (choose_first_layer).
-    const bool reassociate = options_.reassociate != Choice::Off && t == 0 && FirstLayerOp::applies(d);
+    // (Not NonLinear blocks, whose radial MLPs read the receiver's element too, nor models that
+    // apply the envelope inside the interactions.)
+    const bool plain_radial = !L.nonlinear && c.apply_cutoff;
+    const bool reassociate =
+        options_.reassociate != Choice::Off && t == 0 && plain_radial && FirstLayerOp::applies(d);
     messages_.emplace_back(L, ConvTPOp(d, p_.options), tf32, reassociate, options_.tf32_split_min_rows);
+    MessageLayer& m = messages_.back();
+    if (L.nonlinear) {
+      m.nonlinear.emplace(p_, L);
+    } else if (!c.apply_cutoff) {
+      m.envelope = InteractionEnvelope{p_.r_max, p_.cutoff_p};
+      m.output.reset();  // (the split-TF32 output layer writes R without the envelope)
+    }
+    if (m.shares_pairs()) some_layer_pairs_ = true;
     if (reassociate && options_.reassociate == Choice::Auto)
       per_edge_first_.emplace(L, messages_.back().tp, tf32, false, options_.tf32_split_min_rows);
     // (auto says its choice per structure: choose_first_layer)
@@ -45,6 +57,13 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
                    (options_.reassociate == Choice::On ? " (reassociate on)" : " (reassociate off)"));
   }
   if (options_.radial == RadialMode::Spline) {
+    for (int t = 0; t < c.num_interactions; ++t)
+      if (p_.layers[t].nonlinear)
+        throw Error("radial spline: the radial MLPs of this model's " + c.interaction_class(t) +
+                    " read the edge's elements, which a table over the distance cannot hold; use radial mlp");
+    if (!c.apply_cutoff)
+      throw Error("radial spline: this model applies the envelope inside its interactions (apply_cutoff false), "
+                  "which the spline tables do not; use radial mlp");
     build_radial_splines(file);
   } else if (options_.log) {
     std::string split;
@@ -57,10 +76,14 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
   for (int t = 0; t < c.num_interactions; ++t) {
     const InteractionParams& L = p_.layers[t];
     sc_.emplace_back(build_sc_descriptor(file, t), p_.options, options_.sc);
-    up_.emplace_back(L.linear_up, L.in, L.in);
+    up_.emplace_back(L.linear_up, L.in, L.edge);
     // Without a density block the message sums are divided by avg_num_neighbors (mace_spec.md 6.4):
     // folded into the projection's weights, one elementwise pass each way fewer (node_stage.h).
-    project_.emplace_back(L.density ? L.linear : L.linear / L.avg_num_neighbors, L.tp.mid, L.target);
+    // NonLinear blocks project onto the gate's input (linear_1) and normalise by their density.
+    if (L.nonlinear)
+      project_.emplace_back(L.linear, L.tp.mid, L.gate);
+    else
+      project_.emplace_back(L.density ? L.linear : L.linear / L.avg_num_neighbors, L.tp.mid, L.target);
     node_linears_.emplace_back(p_, t);
   }
 
@@ -72,11 +95,14 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     double hidden = 0;
     for (std::size_t k = 0; k + 1 < L.radial_layers.size(); ++k)
       hidden += static_cast<double>(L.radial_layers[k].size(1));
+    // NonLinear blocks: two MLPs, each hidden layer's LayerNorm input and its two statistics.
+    for (const NormedMLP* mlp : {&L.radial_net, &L.density_net})
+      for (std::size_t k = 0; k + 1 < mlp->weight.size(); ++k) hidden += static_cast<double>(mlp->weight[k].size(0)) + 2;
     // A reassociated layer keeps the last hidden activation instead of R and has no x-gradient
     // (with reassociate auto the larger per-edge layer is planned for).
     const bool first = messages_[t].first.has_value() && !(t == 0 && per_edge_first_);
-    const double last = static_cast<double>(L.radial_layers.back().size(0));
-    const double mid = L.tp.mid.dim(), W = first ? last : L.tp.weight_numel, in = first ? 0.0 : L.in.dim();
+    const double last = first ? static_cast<double>(L.radial_layers.back().size(0)) : 0.0;
+    const double mid = L.tp.mid.dim(), W = first ? last : L.tp.weight_numel, in = first ? 0.0 : L.edge.dim();
     const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
     // Kept per edge: the geometry (the fused kernels keep vectors, harmonics and radial features;
     // the ATen code also lengths, unit vectors, per-l harmonics and slopes), the MLP's hidden
@@ -91,13 +117,14 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
         std::max(costs_.transient_per_edge, s * (W + 2 * hidden + nb + 5 * sh + in + 11 + mid / 8));
     // Per atom in the node stage: kept, the normalised message, the SC input and the features; in
     // flight, their copies and gradients and the SC output (the SC executors keep no intermediates).
-    const double target = L.target.dim(), out = L.out.dim();
+    const double target = L.projected_dim(), out = L.out.dim();
     double sc_out = 0;
     for (const auto& b : L.out.blocks()) sc_out += static_cast<double>(c.channels()) * b.ir.dim();
     costs_.kept_per_atom += s * (2 * target + out + 16);
     costs_.transient_per_atom = std::max(costs_.transient_per_atom, s * (6 * target + 3 * sc_out + 4 * out + 2 * in));
     costs_.resident_per_atom += s * 3 * in;
     costs_.sums_per_atom.push_back(s * (target + 1));  // message sums and density sums
+    if (L.nonlinear) costs_.resident_per_atom += s * 2 * L.edge.dim();  // linear_res reads hu, and its gradient
   }
   costs_.resident_per_atom += 8 * 8;  // float64 energies and bookkeeping
   // Per edge for the whole step: the edge topology (edge_topology.h: order, sorted senders and
@@ -281,8 +308,9 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   const bool use_graph = may_graph && plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal;
   // (in a graph step the pairs cost one check per step: no launches to save there)
   auto paired = [&](int64_t count) {
-    return options_.radial_pairs == Choice::On ||
-           (options_.radial_pairs == Choice::Auto && (!cuda || use_graph || count >= kMinPairedChunkEdges));
+    return some_layer_pairs_ &&
+           (options_.radial_pairs == Choice::On ||
+            (options_.radial_pairs == Choice::Auto && (!cuda || use_graph || count >= kMinPairedChunkEdges)));
   };
   TopologyOptions options;
   options.edge_chunk = plan_.edge_chunk;

@@ -100,6 +100,7 @@ class FastEngine {
   const MessageLayer& message_layer(int t) const {
     return t == 0 && per_edge_first_ && !reassociated_first_ ? *per_edge_first_ : messages_[t];
   }
+  bool some_layer_pairs_ = false;  // whether a layer can share radial MLP rows between reverse edges (uses_pairs)
   std::vector<ScOp> sc_;                // per layer: the symmetric-contraction executor
   std::vector<IrrepsLinear> up_;        // per layer: linear_up
   std::vector<IrrepsLinear> project_;   // per layer: the linear after the message sum (mid -> target)
@@ -153,6 +154,7 @@ class FastEngine {
   void step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
             const SegmentedCudaGraph::Cut& cut, EngineResult* out);
   struct StepState;  // what one step's passes share (layer_passes.cpp)
+  bool uses_pairs(const StepState& s, std::size_t chunk, int layer) const;
   MessageChunkInput message_input(const StepState& s, std::size_t chunk, int layer, const at::Tensor& hu) const;
   NodeChunkInput node_input(const StepState& s, int layer, std::size_t block, const at::Tensor& mlin,
                             const at::Tensor& density) const;
@@ -163,7 +165,7 @@ class FastEngine {
   void prepare_radials_beside(StepState& s);
   void zbl_forward(StepState& s);
   void forward_layer(StepState& s, int layer);
-  void backward_nodes(StepState& s, int layer, at::Tensor* dh);
+  void backward_nodes(StepState& s, int layer, at::Tensor* dh, at::Tensor* dhu);
   void backward_edges(StepState& s, int layer, at::Tensor* dhu);
   void backward_blocks(StepState& s, int layer, at::Tensor* dh, at::Tensor* dhu);
   void backward_layer(StepState& s, int layer);

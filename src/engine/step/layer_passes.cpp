@@ -54,12 +54,18 @@ struct FastEngine::StepState {
   at::Tensor gh;                             // dE/d(h_local) of the layer being differentiated
 };
 
+// Whether layer t's chunk k shares its radial MLP rows between reverse-edge pairs (where the step has
+// pairs and the layer can: MessageLayer::shares_pairs).
+bool FastEngine::uses_pairs(const StepState& s, std::size_t k, int t) const {
+  return s.pairs && (*s.pairs)[k].index.defined() && message_layer(t).shares_pairs();
+}
+
 // The inputs of edge chunk k in layer t (x_table: per-element rows in layer 0, per node after).
 MessageChunkInput FastEngine::message_input(const StepState& s, std::size_t k, int t, const at::Tensor& hu) const {
   const EdgeTopology& topo = topology_;
   const EdgeChunk& ch = topo.chunks[k];
   MessageChunkInput in;
-  if (s.pairs && (*s.pairs)[k].index.defined()) in.pairs = &(*s.pairs)[k];
+  if (uses_pairs(s, k, t)) in.pairs = &(*s.pairs)[k];
   in.vectors = s.v.defined() ? slice(s.v, ch) : slice(s.v64, ch).to(p_.options.dtype());
   if (topo.z_sender.defined()) {
     in.z_sender = slice(topo.z_sender, ch);
@@ -72,6 +78,10 @@ MessageChunkInput FastEngine::message_input(const StepState& s, std::size_t k, i
   in.row_ptr = topo.chunk_row_ptr[k];
   in.x_gradient = t > 0;
   if (t > 0 && !topo.chunk_senders.empty()) in.x_csr = &topo.chunk_senders[k];
+  if (p_.layers[t].nonlinear) {
+    in.species_sender = topo.present_index.index_select(0, slice(topo.sender_slot, ch));
+    in.species_receiver = topo.species_local.index_select(0, slice(topo.receiver, ch));
+  }
   return in;
 }
 
@@ -83,8 +93,9 @@ NodeChunkInput FastEngine::node_input(const StepState& s, int t, std::size_t b, 
   in.species = topology_.species_local.narrow(0, B.row0, B.nrows);
   in.groups = topology_.atom_groups[b];
   in.mlin = mlin;
-  if (p_.layers[t].density) in.density = density;
+  if (p_.layers[t].density_sums()) in.density = density;
   in.h_in = t == 0 ? h0_table_.index_select(0, in.species) : S.h.narrow(0, B.row0, B.nrows);
+  if (p_.layers[t].nonlinear) in.hu_in = t == 0 ? hu0_table_.index_select(0, in.species) : S.hu.narrow(0, B.row0, B.nrows);
   return in;
 }
 
@@ -102,9 +113,9 @@ bool FastEngine::one_chunk_block(std::size_t b) const {
 std::pair<at::Tensor, at::Tensor> FastEngine::block_sum_buffers(int t, std::size_t b) const {
   const InteractionParams& L = p_.layers[t];
   const int64_t rows = topology_.blocks[b].nrows;
-  const at::Tensor mlin = one_chunk_block(b) ? at::empty({rows, L.target.dim()}, p_.options)
-                                             : at::zeros({rows, L.target.dim()}, p_.options);
-  return {mlin, L.density ? at::zeros({rows}, p_.options) : at::Tensor()};
+  const at::Tensor mlin = one_chunk_block(b) ? at::empty({rows, L.projected_dim()}, p_.options)
+                                             : at::zeros({rows, L.projected_dim()}, p_.options);
+  return {mlin, L.density_sums() ? at::zeros({rows}, p_.options) : at::Tensor()};
 }
 
 // Block b's message sums in layer t: its chunks forward (with the states in *states: prepared ones,
@@ -121,7 +132,7 @@ void FastEngine::block_sums(const StepState& s, int t, std::size_t b, const at::
     const MessageChunkOutput out = message_chunk_forward(geometry_, message_layer(t), message_input(s, k, t, s.layers[t].hu),
                                                          &(*states)[j], true, timer_);
     project_[t].forward_into(out.aggregate, mlin.narrow(0, ch.row0 - B.row0, ch.nrows), accumulate);
-    if (p_.layers[t].density) dens.narrow(0, ch.row0 - B.row0, ch.nrows).add_(out.density);
+    if (p_.layers[t].density_sums()) dens.narrow(0, ch.row0 - B.row0, ch.nrows).add_(out.density);
   }
   lap(timer_, "edges_forward");
 }
@@ -144,6 +155,7 @@ void FastEngine::prepare_radials_beside(StepState& s) {
         side_.share(x);
       for (const at::Tensor& x : g.y) side_.share(x);
       for (const at::Tensor& x : st.mlp_pre) side_.share(x);
+      for (const at::Tensor& x : st.nonlinear.tensors()) side_.share(x);
     }
 }
 
@@ -177,8 +189,8 @@ void FastEngine::forward_layer(StepState& s, int t) {
   const bool store = s.want->any() && (s.keep || plan_.kept_sums[t]);
   if (store) {
     const bool whole = blocks.size() == 1 && one_chunk_block(0);
-    S.mlin = whole ? at::empty({nlocal, L.target.dim()}, p_.options) : at::zeros({nlocal, L.target.dim()}, p_.options);
-    if (L.density) S.dens = at::zeros({nlocal}, p_.options);
+    S.mlin = whole ? at::empty({nlocal, L.projected_dim()}, p_.options) : at::zeros({nlocal, L.projected_dim()}, p_.options);
+    if (L.density_sums()) S.dens = at::zeros({nlocal}, p_.options);
   }
   std::vector<MessageChunkState> prepared = s.beside && t > 0 ? std::move(S.edges) : std::vector<MessageChunkState>();
   S.edges.clear();
@@ -186,7 +198,7 @@ void FastEngine::forward_layer(StepState& s, int t) {
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     const NodeBlock& B = blocks[b];
     auto [mlin, dens] = store ? std::make_pair(S.mlin.narrow(0, B.row0, B.nrows),
-                                               L.density ? S.dens.narrow(0, B.row0, B.nrows) : at::Tensor())
+                                               L.density_sums() ? S.dens.narrow(0, B.row0, B.nrows) : at::Tensor())
                               : block_sum_buffers(t, b);
     std::vector<MessageChunkState> states(static_cast<std::size_t>(B.nchunks));
     if (!prepared.empty())  // prepared on the side stream
@@ -205,22 +217,24 @@ void FastEngine::forward_layer(StepState& s, int t) {
 }
 
 // Layer t backward of a step that kept its intermediates, node stage: d(projected sums) and
-// d(density) into the layer's dmlin and ddens and, for t > 0, d(input features) into *dh, from s.gh.
-void FastEngine::backward_nodes(StepState& s, int t, at::Tensor* dh) {
+// d(density) into the layer's dmlin and ddens and, for t > 0, d(input features) into *dh and
+// d(up-projected features) into *dhu (NonLinear blocks), from s.gh.
+void FastEngine::backward_nodes(StepState& s, int t, at::Tensor* dh, at::Tensor* dhu) {
   const InteractionParams& L = p_.layers[t];
   StepState::Layer& S = s.layers[t];
   S.dmlin = at::empty_like(S.mlin);
-  if (L.density) S.ddens = at::empty_like(S.dens);
+  if (L.density_sums()) S.ddens = at::empty_like(S.dens);
   for (std::size_t b = 0; b < topology_.blocks.size(); ++b) {
     const NodeBlock& B = topology_.blocks[b];
     const NodeChunkInput in = node_input(s, t, b, S.mlin.narrow(0, B.row0, B.nrows),
-                                         L.density ? S.dens.narrow(0, B.row0, B.nrows) : at::Tensor());
+                                         L.density_sums() ? S.dens.narrow(0, B.row0, B.nrows) : at::Tensor());
     NodeChunkState state = std::move(S.nodes[b]);
     const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state,
                                                       s.gh.narrow(0, B.row0, B.nrows), p_.config.scale.front(), timer_);
     S.dmlin.narrow(0, B.row0, B.nrows).copy_(gi.mlin);
-    if (L.density) S.ddens.narrow(0, B.row0, B.nrows).copy_(gi.density);
+    if (L.density_sums()) S.ddens.narrow(0, B.row0, B.nrows).copy_(gi.density);
     if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
+    if (t > 0 && gi.hu_in.defined()) dhu->narrow(0, B.row0, B.nrows).add_(gi.hu_in);
   }
   S.nodes.clear();
   lap(timer_, "nodes_backward");
@@ -239,7 +253,7 @@ void FastEngine::backward_edges(StepState& s, int t, at::Tensor* dhu) {
     MessageChunkState state = std::move(S.edges[k]);
     // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
     const at::Tensor dagg = project_[t].transpose(S.dmlin.narrow(0, ch.row0, ch.nrows));
-    const at::Tensor dd = L.density ? S.ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
+    const at::Tensor dd = L.density_sums() ? S.ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
     lap(timer_, "edges_backward");
     const MessageEdgeGrads grads = message_chunk_backward_messages(message_layer(t), in, state, dagg, dhu, timer_);
     if (s.beside && t > 0) {
@@ -270,13 +284,13 @@ void FastEngine::backward_layer(StepState& s, int t) {
     side_.run([&] {
       for (std::size_t k = 0; k < S.edges.size(); ++k)
         S.edges[k].dR_rows =
-            conv_tp_dR_rows(message_layer(t).tp, S.edges[k].radial, s.pairs && (*s.pairs)[k].index.defined());
+            conv_tp_dR_rows(message_layer(t).tp, S.edges[k].radial, uses_pairs(s, k, t));
     });
     for (const MessageChunkState& st : S.edges) side_.share(st.dR_rows);
   }
-  at::Tensor dhu = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
+  at::Tensor dhu = t > 0 ? at::zeros({atoms, L.edge.dim()}, p_.options) : at::Tensor();
   if (s.keep) {
-    backward_nodes(s, t, &dh);
+    backward_nodes(s, t, &dh, &dhu);
     if (dR_ahead) side_.join();
     backward_edges(s, t, &dhu);
   } else {
@@ -306,7 +320,7 @@ void FastEngine::backward_blocks(StepState& s, int t, at::Tensor* dh, at::Tensor
     bool recomputed = false;
     if (plan_.kept_sums[t]) {
       mlin = S.mlin.narrow(0, B.row0, B.nrows);
-      if (L.density) dens = S.dens.narrow(0, B.row0, B.nrows);
+      if (L.density_sums()) dens = S.dens.narrow(0, B.row0, B.nrows);
     } else {
       std::tie(mlin, dens) = block_sum_buffers(t, b);
       block_sums(s, t, b, mlin, dens, !one_chunk_block(b), &states);
@@ -319,6 +333,7 @@ void FastEngine::backward_blocks(StepState& s, int t, at::Tensor* dh, at::Tensor
     const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, node_state,
                                                       s.gh.narrow(0, B.row0, B.nrows), p_.config.scale.front(), timer_);
     if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
+    if (t > 0 && gi.hu_in.defined()) dhu->narrow(0, B.row0, B.nrows).add_(gi.hu_in);
     lap(timer_, "nodes_backward");
     for (int64_t j = 0; j < B.nchunks; ++j) {
       const std::size_t k = static_cast<std::size_t>(B.chunk0 + j);
@@ -331,7 +346,7 @@ void FastEngine::backward_blocks(StepState& s, int t, at::Tensor* dh, at::Tensor
         message_chunk_forward(geometry_, message_layer(t), msg, &state, /*aggregate=*/false, timer_);
       // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
       const at::Tensor dagg = project_[t].transpose(gi.mlin.narrow(0, ch.row0 - B.row0, ch.nrows));
-      const at::Tensor dd = L.density ? gi.density.narrow(0, ch.row0 - B.row0, ch.nrows) : at::Tensor();
+      const at::Tensor dd = L.density_sums() ? gi.density.narrow(0, ch.row0 - B.row0, ch.nrows) : at::Tensor();
       lap(timer_, "edges_backward");
       s.grad_v.narrow(0, ch.begin, ch.count)
           .add_(message_chunk_backward(geometry_, message_layer(t), msg, state, dagg, dd, dhu, timer_));

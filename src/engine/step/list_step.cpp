@@ -45,8 +45,9 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   o.sender_csr = p_.config.num_interactions > 1;
   o.atom_sums = true;
   const bool cuda = p_.options.device().is_cuda();
-  const bool pairs = options_.radial_pairs == Choice::On ||
-                     (options_.radial_pairs == Choice::Auto && (!cuda || may_graph || count >= kMinPairedChunkEdges));
+  const bool pairs =
+      some_layer_pairs_ && (options_.radial_pairs == Choice::On ||
+                            (options_.radial_pairs == Choice::Auto && (!cuda || may_graph || count >= kMinPairedChunkEdges)));
   auto skin = std::make_unique<SkinList>(
       SkinList::build(list, positions, cell, r_max, o, pairs, p_.options.dtype().toScalarType(), p_.atomic_numbers,
                       previous));

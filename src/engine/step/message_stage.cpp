@@ -31,6 +31,13 @@ void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& l
                            MessageChunkState* s, StageTimer* timer) {
   s->geometry = geometry.forward(in.vectors, in.z_sender, in.z_receiver);
   lap(timer, "edge_geometry");
+  if (layer.nonlinear) {
+    const Tf32Scope tf32(layer.tf32);
+    std::tie(s->radial, s->density) = layer.nonlinear->forward(s->geometry.ef, in.species_sender, in.species_receiver,
+                                                               in.vectors, &s->nonlinear);
+    lap(timer, "radial_mlp");
+    return;
+  }
   if (layer.spline) {
     const at::Tensor rows = in.pairs ? in.pairs->first : at::Tensor();
     (layer.first ? s->hidden : s->radial) = layer.spline->forward(in.vectors, rows);
@@ -48,6 +55,7 @@ void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& l
   } else {
     s->radial = radial_mlp_forward(layer.radial, ef, &s->mlp_pre);
   }
+  if (layer.envelope) s->radial = s->radial * layer.envelope->value(in.vectors);
   lap(timer, "radial_mlp");
 }
 
@@ -68,10 +76,11 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
                                       radial_index(in));
   }
   lap(timer, "tp_forward");
-  if (L.density) {
+  if (L.density) {  // (NonLinear layers: prepared)
     s->density = density_forward(L, s->geometry.ef);
-    out.density = segment_sum(s->density.squeeze(1), in.row_ptr);
+    if (layer.envelope) s->density = s->density * layer.envelope->value(in.vectors);
   }
+  if (L.density_sums()) out.density = segment_sum(s->density.squeeze(1), in.row_ptr);
   return out;
 }
 
@@ -108,7 +117,20 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
                                         const MessageEdgeGrads& grads, const at::Tensor& grad_density,
                                         StageTimer* timer) {
   const InteractionParams& L = *layer.params;
+  if (layer.nonlinear) {
+    const Tf32Scope tf32(layer.tf32);
+    const at::Tensor dd = grad_density.defined() ? grad_density.index_select(0, in.rows).unsqueeze(1) : at::Tensor();
+    const auto [grad_ef, grad_v] = layer.nonlinear->backward(s.nonlinear, in.vectors, grads.radial, dd);
+    lap(timer, "radial_backward");
+    at::Tensor gv = geometry.vjp(s.geometry, grads.harmonics, grad_ef);
+    if (grad_v.defined()) gv.add_(grad_v);
+    lap(timer, "geometry_backward");
+    s = MessageChunkState{};
+    return gv;
+  }
   at::Tensor grad_ef, grad_r;
+  at::Tensor f, grad_f;  // the envelope inside the interaction (apply_cutoff false) and dE/df
+  if (layer.envelope) f = layer.envelope->value(in.vectors);
   if (layer.spline) {
     at::Tensor g = layer.first ? grads.hidden : grads.radial;
     if (in.pairs && layer.first) g = sum_pair_rows(*in.pairs, g);
@@ -117,17 +139,30 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
     const Tf32Scope tf32(layer.tf32);
     // Through the output layer: per edge, or per shared row (dR already summed over its pair).
     at::Tensor grad_hidden = layer.first ? grads.hidden : at::mm(grads.radial, layer.radial.back().t());
+    if (layer.envelope) {
+      // R = f (a W) for the last hidden activation a: dE/df = sum((dR W^T) a)
+      const at::Tensor a = s.mlp_pre.empty() ? s.geometry.ef : at::silu(s.mlp_pre.back());
+      grad_f = (grad_hidden * a).sum(1, true);
+      grad_hidden = grad_hidden * f;
+    }
     // A pair's MLP row gets both edges' gradients; its distance gradient goes half to each edge.
     if (in.pairs && layer.first) grad_hidden = sum_pair_rows(*in.pairs, grad_hidden);
     grad_ef = radial_mlp_hidden_vjp(layer.radial, s.mlp_pre, grad_hidden);
     if (in.pairs) grad_ef = grad_ef.index_select(0, in.pairs->index) * in.pairs->share;
   }
   if (L.density) {
-    const at::Tensor d = density_vjp(L, s.geometry.ef, grad_density.index_select(0, in.rows).unsqueeze(1));
+    at::Tensor dd = grad_density.index_select(0, in.rows).unsqueeze(1);
+    if (layer.envelope) {
+      const at::Tensor gf = dd * density_forward(L, s.geometry.ef);
+      grad_f = grad_f.defined() ? grad_f + gf : gf;
+      dd = dd * f;
+    }
+    const at::Tensor d = density_vjp(L, s.geometry.ef, dd);
     grad_ef = grad_ef.defined() ? grad_ef + d : d;
   }
   lap(timer, "radial_backward");
   at::Tensor gv = geometry.vjp(s.geometry, grads.harmonics, grad_ef);
+  if (grad_f.defined()) gv.add_(layer.envelope->vjp(in.vectors, grad_f));
   if (grad_r.defined()) layer.spline->add_edge_gradient(in.vectors, in.pairs, grad_r, gv);
   lap(timer, "geometry_backward");
   s = MessageChunkState{};

@@ -13,6 +13,7 @@
 #include "engine/ops/edge_geometry_op.h"
 #include "engine/ops/edge_terms.h"
 #include "engine/ops/first_layer.h"
+#include "engine/ops/nonlinear_radial.h"
 #include "engine/ops/radial_pairs.h"
 #include "engine/ops/radial_spline.h"
 #include "engine/ops/tf32_gemm.h"
@@ -24,6 +25,7 @@ struct MessageChunkInput {
   at::Tensor vectors;     // [Ec, 3] model dtype
   at::Tensor z_sender;    // [Ec] atomic numbers
   at::Tensor z_receiver;  // [Ec]
+  at::Tensor species_sender, species_receiver;  // [Ec] element indices (NonLinear layers: their radial MLPs read them)
   at::Tensor x_table;     // [X, dim(in)] up-projected sender features: per node, or per species in layer 0
   at::Tensor x_index;     // [Ec] rows of x_table
   at::Tensor rows;        // [Ec] receiver row minus row0 (non-decreasing)
@@ -42,6 +44,7 @@ struct MessageChunkState {
   at::Tensor hidden;                // [Ec or U, H] the radial MLP's last hidden layer (reassociated layers)
   at::Tensor density;               // [Ec, 1] density blocks
   at::Tensor dR_rows;               // conv_tp_dR_rows, made ahead of the backward pass (or undefined)
+  NonlinearRadialState nonlinear;   // NonLinear layers: their radial MLPs' (radial and density set too)
 };
 
 struct MessageChunkOutput {
@@ -74,9 +77,18 @@ struct MessageLayer {
   std::optional<SplitTf32Linear> output;  // set: the radial MLP's output layer (forward) in split TF32
   int64_t split_min_rows;                 // ... in chunks of at least this many radial rows
   std::optional<FirstLayerOp> first;  // set: the layer runs reassociated (no R, no per-edge TP)
+  // set (apply_cutoff false, other blocks): the envelope multiplies R and the density term (no
+  // reverse-edge pairs, spline, reassociation or split-TF32 output layer with it: fast_engine.cpp).
+  std::optional<InteractionEnvelope> envelope;
+  // set (a NonLinear block): R and the density term from nonlinear_radial.h's MLPs, which read the
+  // edge's elements (no reverse-edge pairs, spline or reassociation); `radial` is then empty.
+  std::optional<NonlinearRadial> nonlinear;
   // set (radial spline): R, or a reassociated layer's last hidden activation, read from a table
   // instead of the MLP (no mlp_pre kept; the backward pass hands dE/dr to the edges directly).
   std::optional<RadialSplineOp> spline;
+  // Whether reverse edges can share one radial MLP row (radial_pairs.h): not where the MLPs read the
+  // edge's elements or the envelope multiplies their outputs per edge.
+  bool shares_pairs() const { return !nonlinear && !envelope; }
 };
 
 // The part of a chunk's forward pass that needs only the edge vectors: geometry and radial MLP

@@ -1,5 +1,6 @@
 #include "engine/step/node_stage.h"
 
+#include "engine/ops/gate_backward.h"
 #include "model/e3nn_ops.h"
 #include "model/stage_timer.h"
 
@@ -31,8 +32,13 @@ NodeLinears::NodeLinears(const MaceParams& m, int t) {
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
   const Irreps scalars = Irreps::scalars(c.channels()), one = Irreps::scalars(1);
-  skip = L.residual ? SpeciesLinear(L.skip_tp, L.in, c.num_elements(), L.out)
-                    : SpeciesLinear(L.skip_tp, L.target, c.num_elements(), L.target);
+  if (L.nonlinear)
+    nonlinear = NonLinear{IrrepsLinear(L.skip_tp, L.in, L.out), IrrepsLinear(L.linear_res, L.edge, L.gate),
+                          IrrepsLinear(L.linear_2, L.target, L.target)};
+  else if (L.residual)
+    skip = SpeciesLinear(L.skip_tp, L.in, c.num_elements(), L.out);
+  else
+    skip = SpeciesLinear(L.skip_tp, L.target, c.num_elements(), L.target);
   product = IrrepsLinear(L.product_linear, L.out, L.out);
   if (t < c.num_interactions - 1) {
     readout.emplace_back(L.readout[0], scalars, one);
@@ -47,15 +53,25 @@ NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeLinears
                                    const NodeChunkInput& in, NodeChunkState* s, StageTimer* timer) {
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
-  const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin;
-  s->m = L.residual ? m0 : lin.skip.forward(m0, in.groups);
-  s->sc_a = to_channels(s->m, L.target).contiguous();
+  if (lin.nonlinear) {
+    s->m = in.mlin / (in.density.unsqueeze(1) * L.beta + L.alpha);
+    lin.nonlinear->residual.forward_into(in.hu_in, s->m, /*accumulate=*/true);
+    s->sc_a = to_channels(lin.nonlinear->output.forward(gate(s->m, L.target)), L.target).contiguous();
+  } else {
+    const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin;
+    s->m = L.residual ? m0 : lin.skip.forward(m0, in.groups);
+    s->sc_a = to_channels(s->m, L.target).contiguous();
+  }
   lap(timer, "nodes_forward");
-  const at::Tensor b = sc.forward(s->sc_a, in.species);
+  // (use_agnostic_product: element 0's weights for every atom)
+  const at::Tensor b = sc.forward(s->sc_a, c.use_agnostic_product ? at::zeros_like(in.species) : in.species);
   lap(timer, "sc_forward");
   NodeChunkOutput out;
   s->h = lin.product.forward(b);
-  if (L.residual) lin.skip.forward_add(in.h_in, in.groups, s->h);
+  if (lin.nonlinear)
+    lin.nonlinear->skip.forward_into(in.h_in, s->h, /*accumulate=*/true);
+  else if (L.residual)
+    lin.skip.forward_add(in.h_in, in.groups, s->h);
   out.h = s->h;
   // Readout (mace_spec.md 8): only the 0e block of h reaches it.
   const at::Tensor h0 = s->h.narrow(1, 0, c.channels());
@@ -89,12 +105,25 @@ NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeLin
   }
 
   NodeChunkGradients out;
-  if (L.residual) out.h_in = lin.skip.transpose(gh, in.groups);
+  if (lin.nonlinear)
+    out.h_in = lin.nonlinear->skip.transpose(gh);
+  else if (L.residual)
+    out.h_in = lin.skip.transpose(gh, in.groups);
   const at::Tensor gb = lin.product.transpose(gh);
   lap(timer, "nodes_backward");
-  const at::Tensor ga = sc.backward(s.sc_a, in.species, gb);
+  const at::Tensor ga = sc.backward(s.sc_a, c.use_agnostic_product ? at::zeros_like(in.species) : in.species, gb);
   lap(timer, "sc_backward");
   at::Tensor gm = from_channels(ga, L.target);
+  if (lin.nonlinear) {
+    // m = mlin / (beta D + alpha) + linear_res(hu); A = linear_2(gate(m))
+    gm = gate_backward(s.m, lin.nonlinear->output.transpose(gm), L.target);
+    const at::Tensor den = in.density.unsqueeze(1) * L.beta + L.alpha;
+    out.mlin = gm / den;
+    out.density = -(gm * in.mlin).sum(1) * L.beta / (den * den).squeeze(1);
+    out.hu_in = lin.nonlinear->residual.transpose(gm);
+    s = NodeChunkState{};
+    return out;
+  }
   if (!L.residual) gm = lin.skip.transpose(gm, in.groups);
   if (L.density) {
     const at::Tensor d1 = in.density.unsqueeze(1) + 1.0;

@@ -1,9 +1,12 @@
 #pragma once
 // The node work of one interaction layer for a block of owned atoms (mace_spec.md 6.3-8), forward
 // and explicit backward: normalise the projected message, element skip connection, symmetric
-// contraction, product linear, residual, readout. No autograd. Internal to the fast engine (ATen).
+// contraction, product linear, residual, readout; in NonLinear blocks (docs/model-format.md) the
+// normalised message plus linear_res of the atom's own up-projected features, gated, through
+// linear_2, and a plain skip linear. No autograd. Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <vector>
 
 #include "engine/ops/irreps_linear.h"
@@ -16,7 +19,13 @@ namespace flashmace {
 // A layer's node linears in the fast engine's form (irreps_linear.h), built once per model.
 struct NodeLinears {
   NodeLinears(const MaceParams& model, int layer);
-  SpeciesLinear skip;               // the element skip connection (skip_tp)
+  SpeciesLinear skip;               // the element skip connection (skip_tp; not in NonLinear blocks)
+  // NonLinear blocks: skip_tp (in -> out, no element dependence), linear_res (edge -> gate input)
+  // and linear_2 (target -> target, after the gate).
+  struct NonLinear {
+    IrrepsLinear skip, residual, output;
+  };
+  std::optional<NonLinear> nonlinear;
   IrrepsLinear product;             // product_linear
   std::vector<IrrepsLinear> readout;  // readout[0] (and readout[1] in the last layer's MLP)
 };
@@ -24,14 +33,16 @@ struct NodeLinears {
 struct NodeChunkInput {
   at::Tensor mlin;     // [n, dim(target)] projected message sums: divided by avg_num_neighbors already
                        // (folded into the projection) without a density block, unnormalised with one
-  at::Tensor density;  // [n] density sums (density blocks)
+  at::Tensor density;  // [n] density sums (density and NonLinear blocks)
   at::Tensor h_in;     // [n, dim(in)] the layer's input features (residual blocks)
+  at::Tensor hu_in;    // [n, dim(edge)] their linear_up (NonLinear blocks)
   at::Tensor species;  // [n]
   SpeciesGroups groups;  // the rows of each element present, for the skip connection's GEMMs
 };
 
 struct NodeChunkState {
-  at::Tensor m;                 // [n, dim(target)] normalised message (after the skip in non-residual blocks)
+  at::Tensor m;                 // [n, dim(target)] normalised message (after the skip in non-residual blocks;
+                                // NonLinear blocks: [n, dim(gate input)], the gate's input)
   at::Tensor sc_a;              // [n, C, K] symmetric-contraction input
   at::Tensor h;                 // [n, dim(out)]
   at::Tensor readout_pre;       // [n, dim(mlp)] last layer: the readout MLP's pre-activation
@@ -53,6 +64,7 @@ struct NodeChunkGradients {
   at::Tensor mlin;     // [n, dim(target)]
   at::Tensor density;  // [n] (density blocks)
   at::Tensor h_in;     // [n, dim(in)] (residual blocks; undefined otherwise)
+  at::Tensor hu_in;    // [n, dim(edge)] (NonLinear blocks)
 };
 
 // grad_h: dE/dh [n, dim(out)] from the next layer; energy_weight: dE/d(readout) (the model's scale).
