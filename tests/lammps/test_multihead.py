@@ -1,5 +1,5 @@
 """pair_style mace/flash head NAME on a multi-head model (tools/make_random_model.py tiny-cuni --heads a,b:
-mace-torch's multi-head layout, random weights): each head's step-0 energy, per-atom energies, forces
+mace-torch's multi-head layout, random weights; and tiny-mh1, MACE-MH-1's NonLinear blocks): each head's step-0 energy, per-atom energies, forces
 and virial equal flashmace-eval --head NAME --path reference on the same structure (float64: 1e-12
 relative, 1e-10 eV, eV/A) on 1 and 2 ranks, the two heads differ, and a wrong or missing head stops LAMMPS with the
 list of the model's heads. (Against mace-torch's own calculator: tests/python/test_multihead.py.)"""
@@ -27,10 +27,10 @@ POSITIONS = FRAC @ CELL + RNG.uniform(-0.05, 0.05, (32, 3))
 NUMBERS = np.where(RNG.random(32) < 0.5, 28, 29)
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("multihead") / "two-heads.safetensors"
-    subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "make_random_model.py"), "tiny-cuni", str(out),
+@pytest.fixture(scope="module", params=["tiny-cuni", "tiny-mh1"])
+def model(tmp_path_factory, request):
+    out = tmp_path_factory.mktemp("multihead") / f"{request.param}-two-heads.safetensors"
+    subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "make_random_model.py"), request.param, str(out),
                     "--heads", "a,b", "--seed", "8"], check=True, capture_output=True, text=True)
     return str(out)
 
