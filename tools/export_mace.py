@@ -102,9 +102,8 @@ def metadata_from_config(config, avg_num_neighbors=None, dtype="float64", proven
     if avg_num_neighbors is None:
         avg_num_neighbors = config["avg_num_neighbors"]
     heads = [str(h) for h in (config.get("heads") or ["Default"])]
-    unsupported = [k for k in ("use_so3", "use_embedding_readout", "use_last_readout_only") if config.get(k)]
-    if config.get("embedding_specs"):
-        unsupported.append("embedding_specs (total charge and spin embeddings)")
+    unsupported = [k for k in ("use_so3", "use_last_readout_only") if config.get(k)]
+    system_embeddings = _system_embeddings(config.get("embedding_specs"))
     if config.get("cueq_config") is not None:
         unsupported.append("a cuEquivariance config (convert the model to e3nn first)")
     if unsupported:
@@ -150,8 +149,41 @@ def metadata_from_config(config, avg_num_neighbors=None, dtype="float64", proven
         "scale": _per_head(config["atomic_inter_scale"], len(heads), "scale"),
         "shift": _per_head(config["atomic_inter_shift"], len(heads), "shift"),
         "heads": heads,
+        "system_embeddings": system_embeddings,
+        "embedding_readout": bool(config.get("use_embedding_readout", False)) and bool(system_embeddings),
         "provenance": provenance or {},
     }
+
+
+# mace-torch's per-structure data fields an embedding can read (AtomicData), with the values its
+# calculator and data loader use when a structure gives none.
+SYSTEM_INPUTS = {"total_charge": 0.0, "total_spin": 1.0, "elec_temp": 0.0}
+
+
+def _system_embeddings(specs):
+    """mace-torch's embedding_specs (a dict: order matters, the embeddings are concatenated in it) ->
+    a list of flashmace system embeddings. Only per-structure inputs (total charge, spin, electronic
+    temperature): a per-atom one needs a value per atom that neither LAMMPS nor an xyz file gives."""
+    out = []
+    for name, spec in (specs or {}).items():
+        if spec.get("per") != "graph":
+            raise ValueError(f"embedding '{name}' is per {spec.get('per')}: flashmace takes per-structure inputs only "
+                             f"({', '.join(SYSTEM_INPUTS)}), as pair_style keywords")
+        if name not in SYSTEM_INPUTS:
+            raise ValueError(f"embedding '{name}' reads a structure field flashmace does not know (it knows "
+                             f"{', '.join(SYSTEM_INPUTS)})")
+        kind = spec.get("type")
+        item = {"name": name, "type": kind, "emb_dim": int(spec["emb_dim"])}
+        if kind == "categorical":
+            item.update(num_classes=int(spec["num_classes"]), offset=int(spec.get("offset", 0)))
+        elif kind == "continuous":
+            if int(spec.get("in_dim", 1)) != 1:
+                raise ValueError(f"embedding '{name}': a per-structure input of {spec['in_dim']} values")
+            item.update(use_bias=bool(spec.get("use_bias", True)))
+        else:
+            raise ValueError(f"embedding '{name}' has type '{kind}' (categorical or continuous)")
+        out.append(item)
+    return out
 
 
 def write_model(path, config, state_dict, avg_num_neighbors=None, dtype=None, provenance=None):

@@ -32,9 +32,17 @@ script or, where none is published, from the closest published one ("inferred").
   off23-medium 128x0e+128x1o        Plain/Res    5     8      no   OFF23     and L of each size from the MACE-OFF
   off23-large  192x0e+192x1o+192x2e Plain/Res    5     8      no   OFF23     paper (arXiv:2312.15211)
   off24-medium 128x0e+128x1o        Plain/Res    5     8      no   OFF24   inferred from off23-medium
+  tiny-omol    as tiny-cuni         NonLin/NonLin 4.5  6      no   test model: tiny-mh1's options with OMOL-0's
+                                                                   total charge and spin embeddings (8 wide)
   mh1          512x0e+512x1o        NonLin/NonLin 6    10     yes  MH-1    mace-foundations config-mace-mh-1.yaml:
                                                                    edge irreps 128x0e+128x1o (first layer: their
                                                                    scalars), agnostic product, apply_cutoff false
+  omol0        512x(0e+1o+2e)       NonLin/NonLin 6    10     yes  OMOL-0  inferred: OMol25 paper's MACE (512 channels
+                                                                   to l = 2), 3 layers of correlation 2 on edge
+                                                                   irreps 128x(0e+1o+2e), total charge (-100..100)
+                                                                   and spin (0..100) embeddings of 64 as mace-torch's
+                                                                   --embedding_specs documents them, embedding
+                                                                   readout; the rest as mh1. Elements H-Bi
 
   Scripts: mace_mp_0*/ in github.com/ACEsuit/mace-mp, mace_omat/ in ACEsuit/mace-foundations,
   mace_off23/ in ACEsuit/mace-off. Res: RealAgnosticResidualInteractionBlock; Plain:
@@ -71,6 +79,16 @@ PLAIN_FIRST = ("RealAgnosticInteractionBlock", "RealAgnosticResidualInteractionB
 DENSITY = ("RealAgnosticDensityInteractionBlock", "RealAgnosticDensityResidualInteractionBlock")
 NONLINEAR = ("RealAgnosticResidualNonLinearInteractionBlock", "RealAgnosticResidualNonLinearInteractionBlock")
 L0, L1, L2 = "128x0e", "128x0e+128x1o", "128x0e+128x1o+128x2e"
+# MACE-OMOL's element set: H to Bi (Z = 1-83).
+OMOL_ELEMENTS = list(range(1, 84))
+
+
+def OMOL_EMBEDDINGS(dim):
+    """Total charge -100..100 and total spin 0..100 as mace-torch's --embedding_specs documents them."""
+    return {"total_charge": {"type": "categorical", "per": "graph", "in_dim": 1, "emb_dim": dim, "num_classes": 201,
+                             "offset": 100},
+            "total_spin": {"type": "categorical", "per": "graph", "in_dim": 1, "emb_dim": dim, "num_classes": 101,
+                           "offset": 0}}
 
 
 def foundation(hidden, blocks, r_max, num_bessel, agnesi_zbl, elements=MP0_ELEMENTS, avg_num_neighbors=None):
@@ -95,6 +113,13 @@ PRESETS = {
                      radial_mlp=[16, 16], num_bessel=6, mlp_irreps="8x0e", avg_num_neighbors=12.0,
                      blocks=NONLINEAR, distance_transform="Agnesi", pair_repulsion=True, edge_irreps="4x0e+4x1o",
                      use_edge_irreps_first=True, use_agnostic_product=True, apply_cutoff=False),
+    # tiny-mh1 with MACE-OMOL's per-structure inputs (total charge and spin embeddings, embedding
+    # readout): the pair_style keywords charge and spin.
+    "tiny-omol": dict(hidden="8x0e+8x1o", max_ell=2, correlation=2, elements=[28, 29], r_max=4.5,
+                      radial_mlp=[16, 16], num_bessel=6, mlp_irreps="8x0e", avg_num_neighbors=12.0,
+                      blocks=NONLINEAR, edge_irreps="4x0e+4x1o", use_edge_irreps_first=True,
+                      use_agnostic_product=True, apply_cutoff=False, embedding_specs=OMOL_EMBEDDINGS(8),
+                      use_embedding_readout=True),
     # tiny-cuni's shape with every element of the foundation models: many elements present at once.
     "tiny-89": dict(hidden="8x0e+8x1o", max_ell=2, correlation=2, elements=MP0_ELEMENTS, r_max=4.5,
                     radial_mlp=[16, 16], num_bessel=6, mlp_irreps="8x0e", avg_num_neighbors=12.0),
@@ -119,6 +144,13 @@ PRESETS = {
     # one symmetric-contraction weight set for all elements, the envelope inside the interactions.
     "mh1": dict(foundation("512x0e+512x1o", NONLINEAR, 6.0, 10, True), edge_irreps="128x0e+128x1o",
                 use_edge_irreps_first=True, use_agnostic_product=True, apply_cutoff=False),
+    # MACE-OMOL-0: NonLinear blocks with total charge and spin embeddings, 3 interactions of correlation 2
+    # on edge irreps up to l = 2 (hidden irreps from the OMol25 paper's MACE, 512 channels up to l = 2;
+    # the rest inferred from MH-1).
+    "omol0": dict(foundation("512x0e+512x1o+512x2e", NONLINEAR, 6.0, 10, True, OMOL_ELEMENTS),
+                  correlation=2, num_interactions=3, edge_irreps="128x0e+128x1o+128x2e", use_edge_irreps_first=True,
+                  use_agnostic_product=True, apply_cutoff=False, embedding_specs=OMOL_EMBEDDINGS(64),
+                  use_embedding_readout=True),
 }
 
 
@@ -165,7 +197,7 @@ def build(preset, seed, heads=None, elements=None):
                                          atomic_inter_shift=list(rng.uniform(-0.5, 0.5, n_heads)))
     model = ScaleShiftMACE(
         r_max=p["r_max"], num_bessel=p["num_bessel"], num_polynomial_cutoff=5, max_ell=p["max_ell"],
-        interaction_cls=later, interaction_cls_first=first, num_interactions=2,
+        interaction_cls=later, interaction_cls_first=first, num_interactions=p.get("num_interactions", 2),
         num_elements=len(zs), hidden_irreps=o3.Irreps(p["hidden"]), MLP_irreps=o3.Irreps(p["mlp_irreps"]),
         atomic_energies=e0 if heads else e0[0], avg_num_neighbors=p["avg_num_neighbors"],
         atomic_numbers=zs, correlation=p["correlation"], gate=torch.nn.functional.silu,
@@ -174,6 +206,7 @@ def build(preset, seed, heads=None, elements=None):
         edge_irreps=o3.Irreps(p["edge_irreps"]) if "edge_irreps" in p else None,
         use_edge_irreps_first=p.get("use_edge_irreps_first", False),
         use_agnostic_product=p.get("use_agnostic_product", False),
+        embedding_specs=p.get("embedding_specs"), use_embedding_readout=p.get("use_embedding_readout", False),
         **(per_head or dict(atomic_inter_scale=1.0, atomic_inter_shift=0.0)))
     # MACE initialises some weights to zero (e.g. higher-order SC weights); redraw every float
     # parameter so that every path of the architecture contributes.
@@ -202,6 +235,16 @@ def build(preset, seed, heads=None, elements=None):
                 # within tens of eV and interaction forces within a few eV/A on 8-atom structures.
                 block.density_fn[0].weight.mul_(5.0)
                 block.conv_tp_weights[-1].weight.mul_(0.3)
+        if hasattr(model, "joint_embedding"):
+            # the per-structure embedding is added to the node features: keep it their size
+            model.joint_embedding.project[0].weight.mul_(0.3)
+        if len(model.interactions) > 2:
+            # each correlation-c product raises the features to the c-th power: with a third layer,
+            # N(0, 1) product weights give energies of 1e7 eV at 512 channels, x0.03 ones tens of eV
+            for product in model.products:
+                for name, param in product.named_parameters():
+                    if "symmetric_contractions" in name:
+                        param.mul_(0.03)
     return model
 
 

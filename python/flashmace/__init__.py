@@ -37,6 +37,9 @@ class Calculator(_AseCalculator):
     skin: the neighbour-list skin in A (0: a new list at every call); further keyword arguments are
     the engine's options (pair_style keywords: path, memory, edge_chunk, atom_chunk, sc,
     radial_pairs, cuda_graph, tf32, ...), e.g. path="reference".
+    Models with per-structure inputs (MACE-OMOL's total charge and spin) read them, as mace-torch's
+    calculator does, from atoms.info["charge"], ["spin"] (and ["elec_temp"]) unless charge=, spin=
+    (elec_temp=) fix them; absent ones take mace-torch's defaults (charge 0, spin 1).
     """
 
     implemented_properties = ["energy", "free_energy", "forces", "stress", "energies", "stresses"]
@@ -54,7 +57,18 @@ class Calculator(_AseCalculator):
                                 + ", ".join(_core.engine_option_keys()))
             engine[key] = ("on" if value else "off") if isinstance(value, bool) else str(value)
         self.model = os.fspath(model)
-        self.session = _core.Session(self.model, engine, float(skin))
+        self._engine, self._skin = engine, float(skin)
+        # per-structure inputs read from atoms.info (those the model reads and no keyword fixes)
+        self._info_inputs = [k for k in _model_inputs(self.model) if k not in engine]
+        self._inputs = {}
+        self.session = _core.Session(self.model, engine, self._skin)
+
+    def check_state(self, atoms, tol=1e-15):
+        """ASE's changes, and a change of the per-structure inputs read from atoms.info."""
+        changes = super().check_state(atoms, tol)
+        if self.atoms is not None and any(atoms.info.get(k) != self.atoms.info.get(k) for k in self._info_inputs):
+            changes.append("info")
+        return changes
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
@@ -63,6 +77,10 @@ class Calculator(_AseCalculator):
         if ("stress" in properties or "stresses" in properties) and not periodic:
             raise PropertyNotImplementedError("stress needs a cell periodic in all three directions")
         per_atom = "energies" in properties or "stresses" in properties
+        inputs = {k: str(atoms.info[k]) for k in self._info_inputs if k in atoms.info}
+        if inputs != self._inputs:  # (the model is folded for its inputs when loaded: load it anew)
+            self.session = _core.Session(self.model, {**self._engine, **inputs}, self._skin)
+            self._inputs = inputs
         r = self.session.compute(np.asarray(atoms.numbers, dtype=np.int32), np.asarray(atoms.positions, dtype=np.float64),
                                  np.asarray(atoms.cell.array, dtype=np.float64), [bool(p) for p in atoms.pbc], per_atom)
         self.results["energy"] = self.results["free_energy"] = float(r["energy"])
@@ -75,6 +93,22 @@ class Calculator(_AseCalculator):
             self.results["energies"] = r["energies"]
             if periodic:
                 self.results["stresses"] = -r["atom_virial"][:, _TO_ASE_VOIGT] / volume
+
+
+# A model's per-structure input (docs/model-format.md, system_embeddings) -> its keyword and atoms.info key.
+_INPUT_KEYS = {"total_charge": "charge", "total_spin": "spin", "elec_temp": "elec_temp"}
+
+
+def _model_inputs(path):
+    """The keywords of the per-structure inputs a model file reads (from its safetensors header)."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+    meta = json.loads(header.get("__metadata__", {}).get("flashmace", "{}"))
+    return [_INPUT_KEYS[e["name"]] for e in meta.get("system_embeddings") or []]
 
 
 def export(model, out, dtype=None):

@@ -108,6 +108,40 @@ int MaceConfig::element_index(int atomic_number) const {
   return it == atomic_numbers.end() ? -1 : static_cast<int>(it - atomic_numbers.begin());
 }
 
+namespace {
+
+// metadata "system_embeddings" (docs/model-format.md "System embeddings"): per-structure inputs.
+std::vector<MaceConfig::SystemEmbedding> parse_system_embeddings(const json& doc, const std::string& where) {
+  std::vector<MaceConfig::SystemEmbedding> out;
+  if (!doc.contains("system_embeddings") || doc["system_embeddings"].is_null()) return out;
+  try {
+    for (const json& e : doc["system_embeddings"]) {
+      MaceConfig::SystemEmbedding s;
+      s.name = e.at("name").get<std::string>();
+      s.type = e.at("type").get<std::string>();
+      s.emb_dim = e.at("emb_dim").get<int>();
+      if (s.type == "categorical") {
+        s.num_classes = e.at("num_classes").get<int>();
+        s.offset = e.value("offset", 0);
+      } else if (s.type == "continuous") {
+        s.use_bias = e.value("use_bias", true);
+      } else {
+        throw Error(where + "system embedding '" + s.name + "' has type '" + s.type + "' (categorical or continuous)");
+      }
+      if (s.name != "total_charge" && s.name != "total_spin" && s.name != "elec_temp")
+        throw Error(where + "system embedding '" + s.name + "' (known: total_charge, total_spin, elec_temp)");
+      if (s.emb_dim < 1 || (s.type == "categorical" && s.num_classes < 1))
+        throw Error(where + "system embedding '" + s.name + "' needs positive emb_dim (and num_classes)");
+      out.push_back(s);
+    }
+  } catch (const json::exception& e) {
+    throw Error(where + "bad 'system_embeddings' (" + e.what() + ")");
+  }
+  return out;
+}
+
+}  // namespace
+
 MaceConfig parse_mace_config(const std::string& json_text, const std::string& where_file) {
   const std::string where = "Model file " + where_file + ": ";
   json doc;
@@ -167,6 +201,10 @@ MaceConfig parse_mace_config(const std::string& json_text, const std::string& wh
   c.scale = per_head(doc, "scale", c.heads.size(), where);
   c.shift = per_head(doc, "shift", c.heads.size(), where);
   if (doc.contains("provenance")) c.provenance_json = doc["provenance"].dump();
+  c.system_embeddings = parse_system_embeddings(doc, where);
+  c.embedding_readout = optional_bool(doc, "embedding_readout", false, where);
+  if (c.embedding_readout && c.system_embeddings.empty())
+    throw Error(where + "embedding_readout without system embeddings");
 
   // Consistency checks that keep the math well defined.
   for (const auto* cls : {&c.interaction_cls_first, &c.interaction_cls})
@@ -242,6 +280,21 @@ std::string mace_config_to_json(const MaceConfig& c) {
               {"shift", c.shift.size() == 1 ? json(c.shift.front()) : json(c.shift)},
               {"heads", c.heads},
               {"provenance", json::parse(c.provenance_json)}};
+  if (!c.system_embeddings.empty()) {
+    json list = json::array();
+    for (const auto& s : c.system_embeddings) {
+      json e = {{"name", s.name}, {"type", s.type}, {"emb_dim", s.emb_dim}};
+      if (s.type == "categorical") {
+        e["num_classes"] = s.num_classes;
+        e["offset"] = s.offset;
+      } else {
+        e["use_bias"] = s.use_bias;
+      }
+      list.push_back(e);
+    }
+    doc["system_embeddings"] = list;
+    doc["embedding_readout"] = c.embedding_readout;
+  }
   return doc.dump();
 }
 

@@ -49,6 +49,18 @@ struct MaceConfig {
   // A multi-head file (mace-torch's heads: one shared body, a readout output, E0s and scale/shift per
   // head) is evaluated through ModelFile::select_head, which makes a one-head model of one of them;
   // mlp_irreps is then one head's (the stored readout's hidden width is heads times it).
+  // Per-structure inputs embedded into every atom's features (mace-torch's embedding_specs, MACE-OMOL's
+  // total charge and spin), in the order their embeddings are concatenated; ModelFile::with_system_inputs
+  // folds them into the node embedding (and E0s) for given values.
+  struct SystemEmbedding {
+    std::string name;                 // total_charge, total_spin or elec_temp
+    std::string type;                 // "categorical" (a table row at value + offset) or "continuous"
+    int num_classes = 0, offset = 0;  // categorical
+    int emb_dim = 0;
+    bool use_bias = true;             // continuous: Linear(1, emb) -> SiLU -> Linear(emb, emb)
+  };
+  std::vector<SystemEmbedding> system_embeddings;
+  bool embedding_readout = false;  // a linear energy per atom of its embedded features, added to E0
   std::string provenance_json = "{}";  // free-form, kept verbatim
 
   // Derived quantities.

@@ -45,4 +45,13 @@ inline std::string sc_weights(int t, std::size_t o, int nu, int nu_max) {
 // Readout t: linear.weight (linear readouts), linear_1.weight and linear_2.weight (the last, an MLP).
 inline std::string readout(int t, const std::string& name) { return "readouts." + std::to_string(t) + "." + name; }
 
+// System embeddings (mace-torch's GenericJointEmbedding): embedder `name`'s table (categorical:
+// "weight") or its Linear -> SiLU -> Linear (continuous: "0.weight", "0.bias", "2.weight", "2.bias"),
+// the projection of their concatenation, and the embedding readout (use_embedding_readout).
+inline std::string system_embedder(const std::string& name, const std::string& tensor) {
+  return "joint_embedding.embedders." + name + "." + tensor;
+}
+inline const std::string kSystemProjection = "joint_embedding.project.0.weight";
+inline const std::string kEmbeddingReadout = "embedding_readout.linear.weight";
+
 }  // namespace flashmace::mace_tensors

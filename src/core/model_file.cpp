@@ -45,6 +45,23 @@ std::map<std::string, ExpectedTensor> expected_tensors(const MaceConfig& c) {
   e[n::kBesselWeights] = {{nb}};
   const int64_t H = c.num_heads();
   e[n::kAtomicEnergies] = H == 1 ? ExpectedTensor{{Z}} : ExpectedTensor{{H, Z}};
+  int64_t embedded = 0;
+  for (const auto& s : c.system_embeddings) {
+    const int64_t E = s.emb_dim;
+    embedded += E;
+    if (s.type == "categorical") {
+      e[n::system_embedder(s.name, "weight")] = {{s.num_classes, E}};
+    } else {
+      e[n::system_embedder(s.name, "0.weight")] = {{E, 1}};
+      e[n::system_embedder(s.name, "2.weight")] = {{E, E}};
+      if (s.use_bias) {
+        e[n::system_embedder(s.name, "0.bias")] = {{E}};
+        e[n::system_embedder(s.name, "2.bias")] = {{E}};
+      }
+    }
+  }
+  if (embedded > 0) e[n::kSystemProjection] = {{C, embedded}};
+  if (c.embedding_readout) e[n::kEmbeddingReadout] = {{C * H}};
   if (c.distance_transform == "Agnesi") {
     for (const char* k : {"q", "p", "a"}) e[n::distance_transform(k)] = {{}};
     e[n::distance_transform("covalent_radii")] = {{-1}};

@@ -52,6 +52,19 @@ bool set_count(const std::string& value, int64_t* out) {
   return true;
 }
 
+bool set_system(const std::string& value, const char* name, EngineOptions* o) {
+  std::size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(value, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (used != value.size() || !std::isfinite(x)) return false;
+  o->system[name] = x;
+  return true;
+}
+
 bool is_cuda_name(const std::string& value) {
   if (value == "cuda") return true;
   if (value.rfind("cuda:", 0) != 0 || value.size() == 5) return false;
@@ -74,6 +87,9 @@ const std::map<std::string, OptionSpec>& specs() {
          static const Dtype values[] = {Dtype::Float64, Dtype::Float32};
          return set_word(v, words, values, &o.dtype);
        }}},
+      {"charge", {"the structure's total charge (a number)", [](O& o, V v) { return set_system(v, "total_charge", &o); }}},
+      {"spin", {"the structure's total spin (a number)", [](O& o, V v) { return set_system(v, "total_spin", &o); }}},
+      {"elec_temp", {"the electronic temperature (a number)", [](O& o, V v) { return set_system(v, "elec_temp", &o); }}},
       {"head", {"a head of the model (letters, digits, _ . + -)", [](O& o, V v) {
          if (v.empty()) return false;
          for (const char ch : v)
@@ -150,7 +166,8 @@ bool set_engine_option(EngineOptions& options, const std::string& key, const std
 
 const std::vector<std::string>& engine_option_keys() {
   // The order users read them in (the pair_style documentation's).
-  static const std::vector<std::string> keys = {"device",      "dtype",        "head",       "path",
+  static const std::vector<std::string> keys = {"device",      "dtype",        "head",       "charge",
+                                                "spin",        "elec_temp",    "path",
                                                 "edge_chunk",  "atom_chunk",   "memory",     "sc",
                                                 "tf32",        "reassociate",  "radial",     "radial_intervals",
                                                 "radial_pairs", "cuda_graph",  "side_stream"};

@@ -4,6 +4,7 @@
 // mistake), make_evaluator validates it once, and the engine reads it as it is. Torch-free.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct EngineOptions {
   Dtype dtype = Dtype::FromModel;
   std::string device = "cpu";  // "cpu", "cuda" (LibTorch's current device) or "cuda:N"
   std::string head;            // a multi-head model's head ("": its default, MaceConfig::default_head)
+  // Per-structure inputs of models that embed them (core/system_inputs.h: total_charge, total_spin,
+  // elec_temp -> value; keywords charge, spin, elec_temp); absent ones take mace-torch's defaults.
+  std::map<std::string, double> system;
   // Fast path, all below.
   int64_t edge_chunk = 0;     // edges per chunk; 0 = chosen by the memory planner
   int64_t atom_chunk = 0;     // atoms per node-stage chunk; 0 = planner

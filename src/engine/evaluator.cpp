@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/system_inputs.h"
 #include "engine/cpu_buffer_cache.h"
 #include "engine/step/fast_engine.h"
 #include "model/device.h"
@@ -198,9 +199,14 @@ class FastEvaluator : public TensorEvaluator {
 }  // namespace
 
 std::unique_ptr<Evaluator> make_evaluator(const ModelFile& model_file, const EngineOptions& o) {
-  // A multi-head model runs one head, as a one-head model (ModelFile::select_head).
-  const ModelFile file = model_file.config().num_heads() > 1 || !o.head.empty() ? model_file.select_head(o.head)
-                                                                                : model_file;
+  // Per-structure inputs folded into the model first (for every head), then one head of a multi-head
+  // model, as a one-head model (ModelFile::select_head).
+  std::string inputs;
+  const ModelFile conditioned = fold_system_inputs(model_file, o.system, &inputs);
+  if (!inputs.empty() && o.log)
+    o.log("per-structure inputs: " + inputs + " (keywords charge, spin, elec_temp; mace-torch's defaults otherwise)");
+  const ModelFile file = conditioned.config().num_heads() > 1 || !o.head.empty() ? conditioned.select_head(o.head)
+                                                                                 : conditioned;
   validate(o, file.config().dtype);
   const std::string dtype = resolved_dtype(o, file.config().dtype);
   const at::Device device(canonical_device(o.device));

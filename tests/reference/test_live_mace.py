@@ -176,8 +176,11 @@ def draw_structure(rng, zs, kind):
 
 
 def mace_outputs(model, atoms, r_max, zs):
-    """MACE's own data path (config_from_atoms -> AtomicData with MACE's neighbour list -> batch)."""
-    config = mace_data.config_from_atoms(atoms)
+    """MACE's own data path (config_from_atoms -> AtomicData with MACE's neighbour list -> batch); the
+    structure's total charge, spin and electronic temperature from atoms.info (charge, spin, elec_temp)."""
+    keys = mace_data.KeySpecification(info_keys={"total_charge": "charge", "total_spin": "spin",
+                                                 "elec_temp": "elec_temp"})
+    config = mace_data.config_from_atoms(atoms, key_specification=keys)
     data = mace_data.AtomicData.from_config(config, z_table=utils.AtomicNumberTable(zs), cutoff=r_max)
     batch = next(iter(torch_geometric.dataloader.DataLoader([data], batch_size=1)))
     pair = []
@@ -384,3 +387,99 @@ def test_nonlinear_architecture_matches_official_mace(tmp_path, j):
             got32 = flashmace(model_path, xyz, "float32", label, ("--path", "fast"))
             assert abs(got32["energy"] - e_ref) <= 1e-5 * abs(e_ref), \
                 f"{label} (float32): energy {got32['energy']!r} vs MACE float64 {e_ref!r}"
+
+
+# Per-structure inputs embedded into the atoms' features (mace-torch's embedding_specs: MACE-OMOL's total
+# charge and spin, and a continuous electronic temperature), with and without the embedding readout,
+# on NonLinear and residual blocks: both paths equal mace-torch for several values and for none given
+# (mace-torch's defaults: charge 0, spin 1, elec_temp 0). Per-atom energies include the embedding
+# readout's energy (mace-torch adds it to the total only): they differ from mace-torch's by one constant
+# per element, and sum to the energy.
+EMBEDDINGS = {
+    "total_charge": {"type": "categorical", "per": "graph", "emb_dim": 8, "num_classes": 11, "offset": 5},
+    "total_spin": {"type": "categorical", "per": "graph", "emb_dim": 6, "num_classes": 7, "offset": 0},
+    "elec_temp": {"type": "continuous", "per": "graph", "in_dim": 1, "emb_dim": 5},
+}
+SYSTEM_CASES = [  # (blocks, embeddings, embedding readout, values tried: (charge, spin, elec_temp) or None)
+    ((NONLINEAR, NONLINEAR), ("total_charge", "total_spin"), True, [None, (1, 2, None), (-3, 5, None)]),
+    (BLOCKS[0], ("total_spin", "elec_temp", "total_charge"), False, [(2, 1, 0.3), (0, 3, 1.5)]),
+    (BLOCKS[2], ("elec_temp",), True, [None, (None, None, 0.8)]),
+]
+
+
+@pytest.mark.parametrize("j", range(len(SYSTEM_CASES)), ids=lambda j: f"system_{j}")
+def test_system_embeddings_match_official_mace(tmp_path, j):
+    (first, rest), names, readout, values = SYSTEM_CASES[j]
+    rng = np.random.default_rng(3000 + j)
+    torch.set_default_dtype(torch.float64)
+    zs = [1, 6, 8]
+    hp = dict(r_max=4.5, num_bessel=6, num_polynomial_cutoff=5, max_ell=2,
+              interaction_cls=modules.interaction_classes[rest], interaction_cls_first=modules.interaction_classes[first],
+              num_interactions=2, num_elements=3, hidden_irreps=o3.Irreps("8x0e+8x1o"), MLP_irreps=o3.Irreps("4x0e"),
+              atomic_energies=rng.uniform(-5, 0, 3), avg_num_neighbors=8.0, atomic_numbers=zs, correlation=2,
+              gate=torch.nn.functional.silu, radial_MLP=[16, 16], atomic_inter_scale=1.3, atomic_inter_shift=0.2,
+              embedding_specs={n: EMBEDDINGS[n] for n in names}, use_embedding_readout=readout)
+    torch.manual_seed(int(rng.integers(0, 2**31)))
+    model = modules.ScaleShiftMACE(**hp)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 1.0)
+        for block in model.interactions:
+            if hasattr(block, "alpha"):
+                block.alpha.fill_(3.0)
+                block.beta.fill_(0.8)
+                for mlp in (block.conv_tp_weights, block.density_fn):
+                    for layer in mlp.net:
+                        if isinstance(layer, torch.nn.Linear):
+                            layer.weight.mul_(layer.in_features ** -0.5)
+        # (as draw_nonlinear_model: forces of at most ~1e2 eV/A, where 1e-10 is float64 round-off)
+        for product in model.products:
+            for name, p in product.named_parameters():
+                if "symmetric_contractions" in name:
+                    p.mul_(0.3)
+        model.joint_embedding.project[0].weight.mul_(0.3)
+    model.eval()
+    model_path = tmp_path / "model.safetensors"
+    meta = export_mace.export_model(model, model_path)
+    assert [e["name"] for e in meta["system_embeddings"]] == list(names) and meta["embedding_readout"] == readout
+    energies = set()
+    for kind in ("periodic", "cluster"):
+        atoms, written_cell = draw_structure(rng, zs, kind)
+        xyz = tmp_path / f"{kind}.xyz"
+        write_xyz(xyz, atoms, written_cell)
+        species = np.array(atoms.numbers)
+        for given in values:
+            flags = ()
+            atoms.info.clear()
+            for key, value in zip(("charge", "spin", "elec_temp"), given or (None, None, None)):
+                if value is not None and {"charge": "total_charge", "spin": "total_spin"}.get(key, key) in names:
+                    atoms.info[key] = value
+                    flags += (f"--{key.replace('_', '-')}", str(value))
+            ref = mace_outputs(model, atoms, hp["r_max"], zs)
+            e_ref = float(ref["energy"][0])
+            energies.add(round(e_ref, 9))
+            assert 1e-3 < np.abs(ref["forces"]).max() < 1e3, f"MACE forces {np.abs(ref['forces']).max()} (test design)"
+            for path in ("reference", "fast"):
+                what = f"system_{j} {kind} {dict(atoms.info)} --path {path}"
+                got = flashmace(model_path, xyz, "float64", what, ("--path", path) + flags)
+                assert abs(got["energy"] - e_ref) <= 1e-12 * abs(e_ref), f"{what}: energy {got['energy']!r} vs {e_ref!r}"
+                np.testing.assert_allclose(got["forces"], ref["forces"], rtol=0, atol=1e-10, err_msg=what + ": forces")
+                if atoms.pbc.all():
+                    np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=what + ": stress")
+                node = np.asarray(got["node_energy"])
+                assert abs(node.sum() - e_ref) <= 1e-10 * max(1.0, abs(e_ref)), f"{what}: node energies sum"
+                offset = node - ref["node_energy"]
+                for z in set(species):  # one constant per element: the embedding readout's energy
+                    assert np.ptp(offset[species == z]) <= 1e-10, f"{what}: node energies of Z={z}"
+                if not readout:
+                    np.testing.assert_allclose(node, ref["node_energy"], rtol=0, atol=1e-10, err_msg=what)
+    assert len(energies) == len(values) * 2, "the inputs must change the energy (test design)"
+    # A value outside the model's classes, or for an input it does not read, stops with the reason.
+    if "total_charge" in names:
+        proc = subprocess.run([EVAL, "--model", str(model_path), "--xyz", str(xyz), "--charge", "9"],
+                              capture_output=True, text=True)
+        assert proc.returncode != 0 and "total_charge 9 is not one of its values (the integers -5 to 5)" in proc.stderr, proc.stderr
+    else:
+        proc = subprocess.run([EVAL, "--model", str(model_path), "--xyz", str(xyz), "--charge", "1"],
+                              capture_output=True, text=True)
+        assert proc.returncode != 0 and "does not read total_charge" in proc.stderr and "charge keyword" in proc.stderr, proc.stderr

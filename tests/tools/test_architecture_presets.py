@@ -57,6 +57,7 @@ PRESET_ELEMENTS = {
     "off23-large": [6, 8, 17],
     "off24-medium": [1, 6, 9],
     "mh1": [8, 13, 26],
+    "omol0": [1, 6, 8],
 }
 
 # Speed only: MACE recomputes the symmetric-contraction coupling tensors (U_matrix_real, seconds each

@@ -9,6 +9,8 @@ const char* const kEngineFlagsUsage =
     "  --path fast|reference            the evaluation path (default fast)\n"
     "  --dtype float32|float64  --device cpu|cuda|cuda:N\n"
     "  --head NAME                      a multi-head model's head (default: its default head)\n"
+    "  --charge Q  --spin S  --elec-temp T  per-structure inputs of models that embed them (MACE-OMOL;\n"
+    "                                   default: mace-torch's, charge 0, spin 1, elec_temp 0)\n"
     "  --edge-chunk N  --atom-chunk N   fast path: force chunk sizes (default: the memory planner's)\n"
     "  --memory GB                      fast path: working-memory budget (default: 1/2 of the free memory on CPU, 3/4 on a GPU)\n"
     "  --sc auto|specialized|generic    fast path: symmetric-contraction executor (default auto)\n"
