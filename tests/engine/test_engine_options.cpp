@@ -3,6 +3,7 @@
 // checks make_evaluator runs once on the combination.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "core/model_file.h"
@@ -26,6 +27,7 @@ TEST(EngineOptions, EveryKeySetsItsField) {
   EngineOptions o;
   const std::pair<const char*, const char*> settings[] = {
       {"device", "cuda:1"}, {"dtype", "float32"},  {"head", "pt_head"},       {"path", "reference"},
+      {"charge", "-2"},     {"spin", "3"},         {"elec_temp", "0.25"},
       {"edge_chunk", "4096"},
       {"atom_chunk", "512"}, {"memory", "2.5"},    {"sc", "generic"},         {"tf32", "yes"},
       {"reassociate", "off"}, {"radial", "spline"},   {"radial_intervals", "256"},
@@ -34,6 +36,7 @@ TEST(EngineOptions, EveryKeySetsItsField) {
   EXPECT_EQ(o.device, "cuda:1");
   EXPECT_EQ(o.dtype, Dtype::Float32);
   EXPECT_EQ(o.head, "pt_head");
+  EXPECT_EQ(o.system, (std::map<std::string, double>{{"total_charge", -2.0}, {"total_spin", 3.0}, {"elec_temp", 0.25}}));
   EXPECT_EQ(o.path, EvaluationPath::Reference);
   EXPECT_EQ(o.edge_chunk, 4096);
   EXPECT_EQ(o.atom_chunk, 512);
@@ -57,6 +60,8 @@ TEST(EngineOptions, RefusalsNameTheKeyTheValueAndWhatItAccepts) {
   EXPECT_EQ(refusal("device", "cuda:abc"), "device cuda:abc: use cpu, cuda or cuda:N");
   EXPECT_EQ(refusal("device", "cuda:"), "device cuda:: use cpu, cuda or cuda:N");
   EXPECT_EQ(refusal("dtype", "float16"), "dtype float16: use float32 or float64");
+  EXPECT_EQ(refusal("charge", "1e"), "charge 1e: the structure's total charge (a number)");
+  EXPECT_EQ(refusal("spin", "nan"), "spin nan: the structure's total spin (a number)");
   EXPECT_EQ(refusal("path", "quick"), "path quick: use fast or reference");
   EXPECT_EQ(refusal("edge_chunk", "-5"), "edge_chunk -5: use 0 (automatic) or more");
   EXPECT_EQ(refusal("edge_chunk", "12abc"), "edge_chunk 12abc: use 0 (automatic) or more");
