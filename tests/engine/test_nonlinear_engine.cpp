@@ -44,7 +44,8 @@ std::unique_ptr<Evaluator> evaluator(const std::string& path, int64_t chunk = 0,
 std::vector<double> flat(const std::array<double, 9>& a) { return {a.begin(), a.end()}; }
 
 TEST(NonLinearEngine, TheTestModelHasMh1sOptions) {
-  const MaceConfig& c = ModelFile::load(tiny_mh1()).config();
+  const ModelFile file = ModelFile::load(tiny_mh1());
+  const MaceConfig& c = file.config();
   for (int t = 0; t < c.num_interactions; ++t) EXPECT_TRUE(c.nonlinear(t)) << t;
   EXPECT_FALSE(c.edge_irreps.empty());
   EXPECT_TRUE(c.use_edge_irreps_first);
