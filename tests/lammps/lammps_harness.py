@@ -1,4 +1,5 @@
 """Running flashmace-lmp from tests: input decks, data files of reference structures, thermo output."""
+import json
 import os
 import re
 import subprocess
@@ -110,6 +111,29 @@ def write_extxyz(path, numbers, positions, cell, pbc="T T T"):
     lines = [str(len(numbers)), f'Lattice="{lattice}" Properties=species:S:1:pos:R:3 pbc="{pbc}"']
     lines += [f"{ELEMENTS[int(z)][0]} " + " ".join(repr(float(v)) for v in p) for z, p in zip(numbers, positions)]
     path.write_text("\n".join(lines) + "\n")
+
+
+def distorted_cuni(seed):
+    """Distorted fcc Cu/Ni, 2x2x2 conventional cells (32 atoms) in LAMMPS's frame: numbers, positions, cell."""
+    rng = np.random.default_rng(seed)
+    cell = np.diag([7.2, 7.3, 7.1])
+    frac = (np.array([[i, j, k] for i in range(2) for j in range(2) for k in range(2)])[:, None, :] +
+            np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])[None]).reshape(-1, 3) / 2
+    positions = frac @ cell + rng.uniform(-0.05, 0.05, (32, 3))
+    numbers = np.where(rng.random(32) < 0.5, 28, 29)
+    return numbers, positions, cell
+
+
+def eval_reference(workdir, model, structure, flags=()):
+    """flashmace-eval --path reference (float64 for a float64 model) on a periodic structure (numbers,
+    positions, cell), written to workdir/s.xyz: energy, per-atom energies, forces, virial (eV)."""
+    numbers, positions, cell = structure
+    write_extxyz(workdir / "s.xyz", numbers, positions, cell)
+    proc = subprocess.run([os.environ["FLASHMACE_EVAL"], "--model", model, "--xyz", str(workdir / "s.xyz"),
+                           "--path", "reference", *flags], capture_output=True, text=True, check=True)
+    r = json.loads(proc.stdout)
+    return {"energy": r["energy"], "node_energy": np.array(r["node_energy"]), "forces": np.array(r["forces"]),
+            "virial": -np.array(r["stress"]) * abs(np.linalg.det(cell))}
 
 
 # A periodic structure (s.data, write_data) under the pair style with its keywords and one model.

@@ -1,30 +1,25 @@
 """pair_style mace/flash head NAME on a multi-head model (tools/make_random_model.py tiny-cuni --heads a,b:
-mace-torch's multi-head layout, random weights; and tiny-mh1, MACE-MH-1's NonLinear blocks): each head's step-0 energy, per-atom energies, forces
-and virial equal flashmace-eval --head NAME --path reference on the same structure (float64: 1e-12
-relative, 1e-10 eV, eV/A) on 1 and 2 ranks, the two heads differ, and a wrong or missing head stops LAMMPS with the
-list of the model's heads. (Against mace-torch's own calculator: tests/python/test_multihead.py.)"""
-import json
+mace-torch's multi-head layout, random weights; and tiny-mh1, MACE-MH-1's NonLinear blocks): each
+head's step-0 energy, per-atom energies, forces and virial equal flashmace-eval --head NAME --path
+reference on the same structure (float64: 1e-12 relative, 1e-10 eV, eV/A) on 1 and 2 ranks, the two
+heads differ, and a wrong or missing head stops LAMMPS with the list of the model's heads. (Against
+mace-torch's own calculator: tests/python/test_multihead.py.)"""
 import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from lammps_harness import (MODEL_DECK, STEP0_OUTPUT, run_lammps, run_lammps_error, step0_results, write_data,
-                            write_extxyz)
+from lammps_harness import (MODEL_DECK, STEP0_OUTPUT, distorted_cuni, eval_reference, run_lammps, run_lammps_error,
+                            step0_results, write_data)
 
 SOURCE = os.environ["FLASHMACE_SOURCE_DIR"]
-EVAL = os.environ["FLASHMACE_EVAL"]
 ENERGY_RTOL = 1e-12
 TOL64 = 1e-10
 
-# distorted fcc Cu/Ni, 2x2x2 conventional cells (32 atoms) in LAMMPS's frame
-RNG = np.random.default_rng(3)
-CELL = np.diag([7.2, 7.3, 7.1])
-FRAC = (np.array([[i, j, k] for i in range(2) for j in range(2) for k in range(2)])[:, None, :] +
-        np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])[None]).reshape(-1, 3) / 2
-POSITIONS = FRAC @ CELL + RNG.uniform(-0.05, 0.05, (32, 3))
-NUMBERS = np.where(RNG.random(32) < 0.5, 28, 29)
+# distorted fcc Cu/Ni (32 atoms) in LAMMPS's frame
+STRUCTURE = distorted_cuni(3)
+NUMBERS, POSITIONS, CELL = STRUCTURE
 
 
 @pytest.fixture(scope="module", params=["tiny-cuni", "tiny-mh1"])
@@ -41,15 +36,6 @@ def lammps(workdir, model, style):
     return workdir, deck
 
 
-def eval_reference(workdir, model, head):
-    write_extxyz(workdir / "s.xyz", NUMBERS, POSITIONS, CELL)
-    proc = subprocess.run([EVAL, "--model", model, "--xyz", str(workdir / "s.xyz"), "--head", head, "--path",
-                           "reference"], capture_output=True, text=True, check=True)
-    r = json.loads(proc.stdout)
-    return {"energy": r["energy"], "node_energy": np.array(r["node_energy"]), "forces": np.array(r["forces"]),
-            "virial": -np.array(r["stress"]) * abs(np.linalg.det(CELL))}
-
-
 @pytest.mark.parametrize("nprocs", [1, 2])
 def test_each_head_equals_flashmace_eval(tmp_path, model, nprocs):
     energies = {}
@@ -59,7 +45,7 @@ def test_each_head_equals_flashmace_eval(tmp_path, model, nprocs):
         workdir, deck = lammps(workdir, model, f"head {head}")
         out = run_lammps(workdir, deck + STEP0_OUTPUT, nprocs=nprocs)
         assert f"head '{head}' of 'a', 'b'" in out
-        lmp, ref = step0_results(workdir, out), eval_reference(workdir, model, head)
+        lmp, ref = step0_results(workdir, out), eval_reference(workdir, model, STRUCTURE, ("--head", head))
         assert abs(lmp["energy"] - ref["energy"]) <= ENERGY_RTOL * abs(ref["energy"]), \
             (head, lmp["energy"], ref["energy"])
         for key in ("node_energy", "forces", "virial"):

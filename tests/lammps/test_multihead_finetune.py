@@ -14,12 +14,12 @@ import sys
 import numpy as np
 import pytest
 from export_mace import METADATA_KEY, read_safetensors
-from lammps_harness import LMP, MODEL_DECK, STEP0_OUTPUT, run_lammps, step0_results, write_data, write_extxyz
+from lammps_harness import (LMP, MODEL_DECK, STEP0_OUTPUT, distorted_cuni, eval_reference, run_lammps, step0_results,
+                            write_data)
 
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # e3nn 0.4.4 under torch >= 2.6
 
 SOURCE = os.environ["FLASHMACE_SOURCE_DIR"]
-EVAL = os.environ["FLASHMACE_EVAL"]
 HEADS = ["pt_head", "Default"]  # mace-torch's: the foundation's head first, then the fine-tuned one
 # float64 evaluations of one model by three programs differ by summation order only (measured here:
 # energy 4e-16 relative, forces 4e-16 eV/A, virial 1e-15 eV).
@@ -30,13 +30,9 @@ TOL64 = 1e-10
 MIN_HEAD_ENERGY_GAP = 1e-2
 MIN_HEAD_FORCE_GAP = 1e-4
 
-# distorted fcc Cu/Ni, 2x2x2 conventional cells (32 atoms) in LAMMPS's frame (test_multihead.py's)
-RNG = np.random.default_rng(3)
-CELL = np.diag([7.2, 7.3, 7.1])
-FRAC = (np.array([[i, j, k] for i in range(2) for j in range(2) for k in range(2)])[:, None, :] +
-        np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])[None]).reshape(-1, 3) / 2
-POSITIONS = FRAC @ CELL + RNG.uniform(-0.05, 0.05, (32, 3))
-NUMBERS = np.where(RNG.random(32) < 0.5, 28, 29)
+# distorted fcc Cu/Ni (32 atoms) in LAMMPS's frame (test_multihead.py's)
+STRUCTURE = distorted_cuni(3)
+NUMBERS, POSITIONS, CELL = STRUCTURE
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +52,6 @@ def lammps(workdir, model, style):
     deck = MODEL_DECK.format(style=style, model=model, elements=" ".join(elements))
     out = run_lammps(workdir, deck + STEP0_OUTPUT)
     return out, step0_results(workdir, out)
-
-
-def eval_reference(workdir, model, head):
-    write_extxyz(workdir / "s.xyz", NUMBERS, POSITIONS, CELL)
-    proc = subprocess.run([EVAL, "--model", model, "--xyz", str(workdir / "s.xyz"), "--head", head, "--path",
-                           "reference"], capture_output=True, text=True, check=True)
-    r = json.loads(proc.stdout)
-    return {"energy": r["energy"], "node_energy": np.array(r["node_energy"]), "forces": np.array(r["forces"]),
-            "virial": -np.array(r["stress"]) * abs(np.linalg.det(CELL))}
 
 
 def mace_torch(model, head):
@@ -96,8 +83,8 @@ def test_each_head_equals_flashmace_eval_and_mace_torch(tmp_path, fine_tune):
     for head in HEADS:
         out, lmp = lammps(tmp_path / head, file, f"head {head}")
         assert f"head '{head}' of 'pt_head', 'Default'" in out
-        assert_equal(lmp, eval_reference(tmp_path / head, file, head), ("node_energy", "forces", "virial"),
-                     f"head {head} against flashmace-eval")
+        ref = eval_reference(tmp_path / head, file, STRUCTURE, ("--head", head))
+        assert_equal(lmp, ref, ("node_energy", "forces", "virial"), f"head {head} against flashmace-eval")
         assert_equal(lmp, mace_torch(model, head), ("forces", "virial"), f"head {head} against mace-torch")
         results[head] = lmp
     pt, ft = (results[head] for head in HEADS)
