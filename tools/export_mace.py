@@ -155,9 +155,9 @@ def metadata_from_config(config, avg_num_neighbors=None, dtype="float64", proven
     }
 
 
-# mace-torch's per-structure data fields an embedding can read (AtomicData), with the values its
-# calculator and data loader use when a structure gives none.
-SYSTEM_INPUTS = {"total_charge": 0.0, "total_spin": 1.0, "elec_temp": 0.0}
+# mace-torch's per-structure data fields an embedding can read (AtomicData); their defaults live in
+# src/core/system_inputs.h.
+SYSTEM_INPUTS = ("total_charge", "total_spin", "elec_temp")
 
 
 def _system_embeddings(specs):

@@ -220,6 +220,22 @@ def flashmace(model_path, xyz, dtype, label, path=("--path", "reference")):
     return json.loads(proc.stdout)
 
 
+def assert_matches_mace(got, ref, atoms, what):
+    """flashmace-eval's float64 outputs against MACE's: energy 1e-12 relative; per-atom energies,
+    forces and stress (a slab's virial) 1e-10."""
+    e_ref = float(ref["energy"][0])
+    assert abs(got["energy"] - e_ref) <= 1e-12 * abs(e_ref), f"{what}: energy {got['energy']!r} vs MACE {e_ref!r}"
+    np.testing.assert_allclose(got["node_energy"], ref["node_energy"], rtol=0, atol=1e-10,
+                               err_msg=what + ": node energies")
+    np.testing.assert_allclose(got["forces"], ref["forces"], rtol=0, atol=1e-10, err_msg=what + ": forces")
+    if atoms.pbc.all():
+        np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=what + ": stress")
+    elif atoms.pbc.any():
+        volume = abs(np.linalg.det(atoms.cell.array))
+        np.testing.assert_allclose(np.array(got["stress"]) * volume, ref["stress"] * ref["stress_volume"],
+                                   rtol=0, atol=1e-10 * volume, err_msg=what + ": slab virial")
+
+
 @pytest.mark.parametrize("k", range(NUM_CASES), ids=lambda k: f"case_{k}")
 def test_random_model_matches_official_mace(tmp_path, k):
     seed = 1000 + k
@@ -247,19 +263,8 @@ def test_random_model_matches_official_mace(tmp_path, k):
         # Both paths; the fast one alternately with the planner's chunks and with 7-edge chunks.
         fast = ("--path", "fast") + (("--edge-chunk", "7", "--atom-chunk", "5") if k % 2 else ())
         for path in (("--path", "reference"), fast):
-            got = flashmace(model_path, xyz, "float64", label, path)
-            what = f"{label} [{' '.join(path)}]"
-            assert abs(got["energy"] - e_ref) <= 1e-12 * abs(e_ref), \
-                f"{what}: energy {got['energy']!r} vs MACE {e_ref!r}"
-            np.testing.assert_allclose(got["node_energy"], ref["node_energy"], rtol=0, atol=1e-10,
-                                       err_msg=what + ": node energies")
-            np.testing.assert_allclose(got["forces"], ref["forces"], rtol=0, atol=1e-10, err_msg=what + ": forces")
-            if atoms.pbc.all():
-                np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=what + ": stress")
-            elif atoms.pbc.any():
-                volume = abs(np.linalg.det(atoms.cell.array))
-                np.testing.assert_allclose(np.array(got["stress"]) * volume, ref["stress"] * ref["stress_volume"],
-                                           rtol=0, atol=1e-10 * volume, err_msg=what + ": slab virial")
+            assert_matches_mace(flashmace(model_path, xyz, "float64", label, path), ref, atoms,
+                                f"{label} [{' '.join(path)}]")
 
         # Test design: the interaction must move the atoms measurably, or the 1e-10 checks say little.
         assert np.abs(ref["forces"]).max() > 1e-3, f"{label}: MACE forces are negligible (test design)"
@@ -317,7 +322,12 @@ def draw_nonlinear_model(j, rng):
     if layers == 3 and hp["correlation"] == 3:  # (3^3-fold powers of the embedding: energies of 1e20)
         hp["correlation"] = 2
     torch.manual_seed(int(rng.integers(0, 2**31)))
-    model = modules.ScaleShiftMACE(**hp)
+    return random_weights(modules.ScaleShiftMACE(**hp), rng), hp
+
+
+def random_weights(model, rng):
+    """Every parameter redrawn from N(0, 1), then scaled where N(0, 1) weights would make energies of
+    1e20 (the newer architecture's cases: forces of at most ~1e2 eV/A, where 1e-10 is float64 round-off)."""
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 1.0)
@@ -340,8 +350,10 @@ def draw_nonlinear_model(j, rng):
             for name, p in product.named_parameters():
                 if "symmetric_contractions" in name:
                     p.mul_(0.3)
+        if hasattr(model, "joint_embedding"):  # (the per-structure embedding is added to the features)
+            model.joint_embedding.project[0].weight.mul_(0.3)
     model.eval()
-    return model, hp
+    return model
 
 
 @pytest.mark.parametrize("j", range(len(NONLINEAR_CASES)), ids=lambda j: f"nonlinear_{j}")
@@ -370,18 +382,8 @@ def test_nonlinear_architecture_matches_official_mace(tmp_path, j):
         # apply: these MLPs read the edge's elements).
         fast = ("--path", "fast", "--radial-pairs", "on") + (("--edge-chunk", "7", "--atom-chunk", "5") if j % 2 else ())
         for path in (("--path", "reference"), fast):
-            got = flashmace(model_path, xyz, "float64", label, path)
-            what = f"{label} [{' '.join(path)}]"
-            assert abs(got["energy"] - e_ref) <= 1e-12 * abs(e_ref), f"{what}: energy {got['energy']!r} vs MACE {e_ref!r}"
-            np.testing.assert_allclose(got["node_energy"], ref["node_energy"], rtol=0, atol=1e-10,
-                                       err_msg=what + ": node energies")
-            np.testing.assert_allclose(got["forces"], ref["forces"], rtol=0, atol=1e-10, err_msg=what + ": forces")
-            if atoms.pbc.all():
-                np.testing.assert_allclose(got["stress"], ref["stress"], rtol=0, atol=1e-10, err_msg=what + ": stress")
-            elif atoms.pbc.any():
-                volume = abs(np.linalg.det(atoms.cell.array))
-                np.testing.assert_allclose(np.array(got["stress"]) * volume, ref["stress"] * ref["stress_volume"],
-                                           rtol=0, atol=1e-10 * volume, err_msg=what + ": slab virial")
+            assert_matches_mace(flashmace(model_path, xyz, "float64", label, path), ref, atoms,
+                                f"{label} [{' '.join(path)}]")
         assert 1e-3 < np.abs(ref["forces"]).max() < 1e3, f"{label}: MACE forces {np.abs(ref['forces']).max()} (test design)"
         if kind == "periodic":
             got32 = flashmace(model_path, xyz, "float32", label, ("--path", "fast"))
@@ -420,25 +422,7 @@ def test_system_embeddings_match_official_mace(tmp_path, j):
               gate=torch.nn.functional.silu, radial_MLP=[16, 16], atomic_inter_scale=1.3, atomic_inter_shift=0.2,
               embedding_specs={n: EMBEDDINGS[n] for n in names}, use_embedding_readout=readout)
     torch.manual_seed(int(rng.integers(0, 2**31)))
-    model = modules.ScaleShiftMACE(**hp)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 1.0)
-        for block in model.interactions:
-            if hasattr(block, "alpha"):
-                block.alpha.fill_(3.0)
-                block.beta.fill_(0.8)
-                for mlp in (block.conv_tp_weights, block.density_fn):
-                    for layer in mlp.net:
-                        if isinstance(layer, torch.nn.Linear):
-                            layer.weight.mul_(layer.in_features ** -0.5)
-        # (as draw_nonlinear_model: forces of at most ~1e2 eV/A, where 1e-10 is float64 round-off)
-        for product in model.products:
-            for name, p in product.named_parameters():
-                if "symmetric_contractions" in name:
-                    p.mul_(0.3)
-        model.joint_embedding.project[0].weight.mul_(0.3)
-    model.eval()
+    model = random_weights(modules.ScaleShiftMACE(**hp), rng)
     model_path = tmp_path / "model.safetensors"
     meta = export_mace.export_model(model, model_path)
     assert [e["name"] for e in meta["system_embeddings"]] == list(names) and meta["embedding_readout"] == readout
