@@ -46,7 +46,8 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescr
   ScDescriptor d;
   d.layer = layer;
   d.correlation = config.correlation[layer];
-  d.num_elements = config.use_agnostic_product ? 1 : config.num_elements();  // (agnostic: one weight set)
+  d.shared_weights = config.use_agnostic_product;
+  d.num_elements = d.shared_weights ? 1 : config.num_elements();
   d.channels = config.channels();
   const Irreps out = config.layer_output(layer);
   const int Z = d.num_elements, C = d.channels, nu_max = d.correlation;

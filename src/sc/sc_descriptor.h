@@ -55,7 +55,8 @@ struct ScDescriptor {
   int layer = 0;
   int num_components = 0;  // K: components of one channel of A (concatenated (l, m) of the target irreps)
   int channels = 0;        // C
-  int num_elements = 0;    // Z
+  int num_elements = 0;    // Z (1 with shared_weights)
+  bool shared_weights = false;  // one weight set for every element (use_agnostic_product): read as element 0
   int correlation = 0;     // nu_max
   int out_dim = 0;         // columns of B: sum over blocks of C * (2l+1)
   std::vector<ScMonomial> monomials;

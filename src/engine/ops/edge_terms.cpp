@@ -21,9 +21,10 @@ at::Tensor InteractionEnvelope::value(const at::Tensor& v) const {
   return polynomial_envelope(at::linalg_vector_norm(v, 2, {1}, true), r_max, p).first;
 }
 
-at::Tensor InteractionEnvelope::vjp(const at::Tensor& v, const at::Tensor& grad_f) const {
+std::pair<at::Tensor, at::Tensor> InteractionEnvelope::value_and_gradient(const at::Tensor& v) const {
   const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
-  return grad_f * polynomial_envelope(r, r_max, p).second / r * v;  // df/dv = f'(r) v / r
+  const auto [f, slope] = polynomial_envelope(r, r_max, p);
+  return {f, slope / r * v};
 }
 
 namespace {

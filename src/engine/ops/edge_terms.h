@@ -30,12 +30,12 @@ std::pair<at::Tensor, at::Tensor> polynomial_envelope(const at::Tensor& r, const
 
 // The envelope of models that apply it inside their interactions (apply_cutoff false: it multiplies
 // the radial MLP's outputs and the density term instead of the radial features), from the edges'
-// vectors [Ec, 3]: f(|v|) [Ec, 1], and dE/dv [Ec, 3] from dE/df [Ec, 1].
+// vectors [Ec, 3]: f(|v|) [Ec, 1], and with it df/dv = f'(r) v / r [Ec, 3] for the backward pass.
 struct InteractionEnvelope {
   at::Tensor r_max;  // scalar
   int p = 5;
   at::Tensor value(const at::Tensor& vectors) const;
-  at::Tensor vjp(const at::Tensor& vectors, const at::Tensor& grad_f) const;
+  std::pair<at::Tensor, at::Tensor> value_and_gradient(const at::Tensor& vectors) const;
 };
 
 // ef without the envelope where the model applies it inside its interactions (apply_cutoff false).

@@ -1,5 +1,7 @@
 #include "engine/ops/nonlinear_radial.h"
 
+#include <tuple>
+
 #include "core/error.h"
 #include "engine/ops/edge_terms.h"
 
@@ -69,18 +71,16 @@ at::Tensor NonlinearRadial::forward_mlp(const Mlp& mlp, const at::Tensor& ef, co
   return y;
 }
 
-// The activation after hidden layer k (its LayerNorm recomputed from the kept input).
-at::Tensor NonlinearRadial::hidden_activation(const Mlp& mlp, const NormedMlpState& s, std::size_t k) {
-  return at::silu(std::get<0>(
-      at::native_layer_norm(s.pre[k], {s.pre[k].size(1)}, mlp.norm_weight[k], mlp.norm_bias[k], kLayerNormEps)));
+at::Tensor NonlinearRadial::normalized(const Mlp& mlp, const NormedMlpState& s, std::size_t k) {
+  return at::addcmul(mlp.norm_bias[k], (s.pre[k] - s.mean[k]) * s.rstd[k], mlp.norm_weight[k]);
 }
 
-at::Tensor NonlinearRadial::backward_mlp(const Mlp& mlp, const NormedMlpState& s, at::Tensor g) {
-  for (std::size_t k = mlp.norm_weight.size(); k-- > 0;) {
-    if (k + 1 < mlp.norm_weight.size()) g = at::mm(g, mlp.weight[k]);  // through Linear k + 1 (weight[k])
-    const at::Tensor normed = std::get<0>(
-        at::native_layer_norm(s.pre[k], {s.pre[k].size(1)}, mlp.norm_weight[k], mlp.norm_bias[k], kLayerNormEps));
-    g = at::silu_backward(g, normed);
+at::Tensor NonlinearRadial::backward_mlp(const Mlp& mlp, const NormedMlpState& s, at::Tensor g,
+                                         const at::Tensor& last_normed) {
+  const std::size_t hidden = mlp.norm_weight.size();
+  for (std::size_t k = hidden; k-- > 0;) {
+    if (k + 1 < hidden) g = at::mm(g, mlp.weight[k]);  // through Linear k + 1 (weight[k])
+    g = at::silu_backward(g, k + 1 == hidden && last_normed.defined() ? last_normed : normalized(mlp, s, k));
     g = std::get<0>(at::native_layer_norm_backward(g, s.pre[k], {s.pre[k].size(1)}, s.mean[k], s.rstd[k],
                                                    mlp.norm_weight[k], mlp.norm_bias[k], {true, false, false}));
   }
@@ -106,18 +106,18 @@ std::pair<at::Tensor, at::Tensor> NonlinearRadial::forward(const at::Tensor& ef,
 std::pair<at::Tensor, at::Tensor> NonlinearRadial::backward(const NonlinearRadialState& s, const at::Tensor& vectors,
                                                             const at::Tensor& grad_radial,
                                                             const at::Tensor& grad_density) const {
-  const at::Tensor f = envelope_ ? envelope_->value(vectors) : at::Tensor();
+  at::Tensor f, df_dv;
+  if (envelope_) std::tie(f, df_dv) = envelope_->value_and_gradient(vectors);
   at::Tensor grad_f;  // dE/df [Ec, 1]
   at::Tensor grad_ef;
   if (grad_radial.defined()) {
-    const std::size_t last = radial_.norm_weight.size() - 1;
+    const at::Tensor normed = normalized(radial_, s.radial, radial_.norm_weight.size() - 1);
     at::Tensor g = at::mm(grad_radial, radial_.weight.back());  // dE/d(last activation) before f
     if (envelope_) {
-      grad_f = (g * hidden_activation(radial_, s.radial, last)).sum(1, true) +
-               at::mv(grad_radial, radial_.bias.back()).unsqueeze(1);
+      grad_f = (g * at::silu(normed)).sum(1, true) + at::mv(grad_radial, radial_.bias.back()).unsqueeze(1);
       g = g * f;
     }
-    grad_ef = backward_mlp(radial_, s.radial, g);
+    grad_ef = backward_mlp(radial_, s.radial, g, normed);
   }
   if (grad_density.defined()) {
     const at::Tensor& o = s.density.out;
@@ -131,7 +131,7 @@ std::pair<at::Tensor, at::Tensor> NonlinearRadial::backward(const NonlinearRadia
     const at::Tensor gd = backward_mlp(density_, s.density, at::mm(go, density_.weight.back()));
     grad_ef = grad_ef.defined() ? grad_ef + gd : gd;
   }
-  return {grad_ef, grad_f.defined() ? envelope_->vjp(vectors, grad_f) : at::Tensor()};
+  return {grad_ef, grad_f.defined() ? grad_f * df_dv : at::Tensor()};
 }
 
 }  // namespace flashmace

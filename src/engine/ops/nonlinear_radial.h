@@ -56,9 +56,12 @@ class NonlinearRadial {
   static Mlp fold(const NormedMLP& mlp, const at::Tensor& source, const at::Tensor& target, int64_t n_basis);
   static at::Tensor forward_mlp(const Mlp& mlp, const at::Tensor& ef, const at::Tensor& sender,
                                 const at::Tensor& receiver, NormedMlpState* state);
-  // dE/d(ef) from dE/d(last hidden activation).
-  static at::Tensor backward_mlp(const Mlp& mlp, const NormedMlpState& state, at::Tensor grad_hidden);
-  static at::Tensor hidden_activation(const Mlp& mlp, const NormedMlpState& state, std::size_t k);
+  // dE/d(ef) from dE/d(last hidden activation); last_normed: the last LayerNorm's output if the
+  // caller made it already (else recomputed).
+  static at::Tensor backward_mlp(const Mlp& mlp, const NormedMlpState& state, at::Tensor grad_hidden,
+                                 const at::Tensor& last_normed = {});
+  // LayerNorm k's output, from its kept input and statistics.
+  static at::Tensor normalized(const Mlp& mlp, const NormedMlpState& state, std::size_t k);
 };
 
 }  // namespace flashmace

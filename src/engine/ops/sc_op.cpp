@@ -11,7 +11,7 @@
 namespace flashmace {
 
 ScOp::ScOp(const ScDescriptor& d, const at::TensorOptions& options, ScExecutorKind k)
-    : options_(options), out_dim_(d.out_dim) {
+    : options_(options), out_dim_(d.out_dim), one_weight_set_(d.shared_weights) {
   const bool f64 = options.dtype() == at::kDouble;
   if (options.device().is_cpu()) {
     if (k == ScExecutorKind::Specialized)
@@ -52,8 +52,12 @@ void* current_stream(const at::Tensor& t) { return at::cuda::getCurrentCUDAStrea
 
 }  // namespace
 
+at::Tensor ScOp::weight_sets(const at::Tensor& species) const {
+  return one_weight_set_ ? at::zeros_like(species) : species.contiguous();
+}
+
 at::Tensor ScOp::forward(const at::Tensor& a_in, const at::Tensor& species_in) const {
-  const at::Tensor a = a_in.contiguous(), species = species_in.contiguous();
+  const at::Tensor a = a_in.contiguous(), species = weight_sets(species_in);
   const int64_t n = a.size(0);
   at::Tensor b = at::empty({n, out_dim_}, options_);
   if (n == 0) return b;
@@ -72,7 +76,7 @@ at::Tensor ScOp::forward(const at::Tensor& a_in, const at::Tensor& species_in) c
 }
 
 at::Tensor ScOp::backward(const at::Tensor& a_in, const at::Tensor& species_in, const at::Tensor& grad_in) const {
-  const at::Tensor a = a_in.contiguous(), species = species_in.contiguous(), g = grad_in.contiguous();
+  const at::Tensor a = a_in.contiguous(), species = weight_sets(species_in), g = grad_in.contiguous();
   const int64_t n = a.size(0);
   at::Tensor da = at::empty_like(a);
   if (n == 0) return da;

@@ -21,7 +21,8 @@ class ScOp {
   ~ScOp();
   ScOp(ScOp&&) noexcept;
 
-  // a: [n, C, K] in the op's dtype and device; species: [n] int64. Returns B [n, out_dim].
+  // a: [n, C, K] in the op's dtype and device; species: [n] int64 (a model with one weight set,
+  // use_agnostic_product, uses it for every atom). Returns B [n, out_dim].
   at::Tensor forward(const at::Tensor& a, const at::Tensor& species) const;
   // Returns dA [n, C, K] for dB [n, out_dim].
   at::Tensor backward(const at::Tensor& a, const at::Tensor& species, const at::Tensor& grad_b) const;
@@ -30,6 +31,8 @@ class ScOp {
  private:
   at::TensorOptions options_;
   int out_dim_ = 0;
+  bool one_weight_set_ = false;  // ScDescriptor::shared_weights: every atom reads weight set 0
+  at::Tensor weight_sets(const at::Tensor& species) const;  // each atom's weight set
   std::string name_;
   std::unique_ptr<ScCpuExecutor<float>> cpu32_;
   std::unique_ptr<ScCpuExecutor<double>> cpu64_;

@@ -129,8 +129,8 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
     return gv;
   }
   at::Tensor grad_ef, grad_r;
-  at::Tensor f, grad_f;  // the envelope inside the interaction (apply_cutoff false) and dE/df
-  if (layer.envelope) f = layer.envelope->value(in.vectors);
+  at::Tensor f, df_dv, grad_f;  // the envelope inside the interaction (apply_cutoff false), df/dv, dE/df
+  if (layer.envelope) std::tie(f, df_dv) = layer.envelope->value_and_gradient(in.vectors);
   if (layer.spline) {
     at::Tensor g = layer.first ? grads.hidden : grads.radial;
     if (in.pairs && layer.first) g = sum_pair_rows(*in.pairs, g);
@@ -162,7 +162,7 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
   }
   lap(timer, "radial_backward");
   at::Tensor gv = geometry.vjp(s.geometry, grads.harmonics, grad_ef);
-  if (grad_f.defined()) gv.add_(layer.envelope->vjp(in.vectors, grad_f));
+  if (grad_f.defined()) gv.add_(grad_f * df_dv);
   if (grad_r.defined()) layer.spline->add_edge_gradient(in.vectors, in.pairs, grad_r, gv);
   lap(timer, "geometry_backward");
   s = MessageChunkState{};

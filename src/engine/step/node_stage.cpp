@@ -63,8 +63,7 @@ NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeLinears
     s->sc_a = to_channels(s->m, L.target).contiguous();
   }
   lap(timer, "nodes_forward");
-  // (use_agnostic_product: element 0's weights for every atom)
-  const at::Tensor b = sc.forward(s->sc_a, c.use_agnostic_product ? at::zeros_like(in.species) : in.species);
+  const at::Tensor b = sc.forward(s->sc_a, in.species);
   lap(timer, "sc_forward");
   NodeChunkOutput out;
   s->h = lin.product.forward(b);
@@ -111,7 +110,7 @@ NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeLin
     out.h_in = lin.skip.transpose(gh, in.groups);
   const at::Tensor gb = lin.product.transpose(gh);
   lap(timer, "nodes_backward");
-  const at::Tensor ga = sc.backward(s.sc_a, c.use_agnostic_product ? at::zeros_like(in.species) : in.species, gb);
+  const at::Tensor ga = sc.backward(s.sc_a, in.species, gb);
   lap(timer, "sc_backward");
   at::Tensor gm = from_channels(ga, L.target);
   if (lin.nonlinear) {
