@@ -7,9 +7,10 @@ and bcc sites or one per sublattice, positions perturbed by U(-p, p)). It is wri
 for `flashmace-bench --xyz` and handed to FastMACE through ../shared/bench/anchors_gpu_bench.py's
 part C (`--anchors`). That script builds fcc Cu itself, so its structure builder is replaced for the
 run. One process per structure, because FastMACE compiles one family per process. It times whole
-MD steps (Langevin 300 K, 0.5 fs) of its default plan on its own random MP-0-medium-shaped model.
-flashmace-bench times energy + forces steps of `--model`. Both models have the same shape; only
-the time per step is compared. FastMACE needs the kit of ../shared/bench/README.md on PYTHONPATH;
+MD steps (Langevin 300 K, 0.5 fs) of its default plan on its own random MP-0-medium-shaped model,
+or on `--torch-model` (the mace-torch model that `tools/make_random_model.py --torch-model` saved
+beside `--model`: then both runners evaluate the same weights). flashmace-bench times energy +
+forces steps of `--model`. Only the time per step is compared. FastMACE needs the kit of ../shared/bench/README.md on PYTHONPATH;
 `--no-fastmace` runs flashmace-bench alone (the CPU test).
 
     bench/fastmace_structures.py --bench BUILD/bin/flashmace-bench --model mp0-medium-f32.safetensors \\
@@ -35,7 +36,7 @@ BASES = {
 }
 DEFAULT_A = {"fcc": 3.61, "bcc": 2.87, "rocksalt": 4.21, "perovskite": 3.905}
 # flashmace-bench prints: path dtype device atoms edges ms/step atom-steps/s peak
-RESULT = re.compile(r"^(?:fast|reference)\s+\S+\s+\S+\s+(\d+)\s+(\d+)\s+([\d.]+)", re.M)
+RESULT = re.compile(r"^(?:fast|reference)\s+\S+\s+\S+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+\S+\s+([\d.]+)", re.M)
 
 
 def parse_structure(text, a=None):
@@ -77,7 +78,8 @@ def run_flashmace(args, atoms, label, workdir):
     match = RESULT.search(proc.stdout)
     if proc.returncode != 0 or not match:
         raise RuntimeError(f"flashmace-bench failed on {label}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return {"atoms": int(match.group(1)), "edges": int(match.group(2)), "ms": float(match.group(3))}
+    return {"atoms": int(match.group(1)), "edges": int(match.group(2)), "ms": float(match.group(3)),
+            "peak_mib": float(match.group(4))}
 
 
 def run_fastmace(args, structure, workdir):
@@ -85,14 +87,16 @@ def run_fastmace(args, structure, workdir):
     results = os.path.join(workdir, "fastmace-" + re.sub(r"[^A-Za-z0-9]+", "_", structure) + ".jsonl")
     command = [sys.executable, os.path.abspath(__file__), "--fastmace-child", structure, "--anchors", args.anchors,
                "--sizes", args.sizes, "--perturb", str(args.perturb), "--seed", str(args.seed), "--out", results,
-               "--dtype", args.dtype]
+               "--dtype", args.dtype] + (["--torch-model", args.torch_model] if args.torch_model else [])
     proc = subprocess.run(command, capture_output=True, text=True)
     rows = {}
     if os.path.isfile(results):
         for line in open(results):
             record = json.loads(line)
             if record.get("kind") == "step" and record.get("status") == "ok":
-                rows[record["n"]] = {"ms": record["ms_median"], "atoms": record["atoms"], "edges": record.get("edges")}
+                peak = record.get("total_peak_alloc_GiB")
+                rows[record["n"]] = {"ms": record["ms_median"], "atoms": record["atoms"], "edges": record.get("edges"),
+                                     "peak_mib": peak * 1024 if peak is not None else None}
     if proc.returncode != 0:
         print(f"FastMACE on {structure}: exit {proc.returncode}\n{proc.stderr[-2000:]}", file=sys.stderr)
     return rows
@@ -109,6 +113,8 @@ def fastmace_child(args):
     anchors.make_atoms = lambda n, seed=0: build(lattice, symbols, a, n, args.perturb, args.seed)
     sys.argv = [args.anchors, "--part", "C", "--sizes", args.sizes, "--c-precision", args.dtype, "--out", args.out,
                 "--state", args.out + ".state", "--ref", args.out + ".ref", "--no-extra"]
+    if args.torch_model:
+        sys.argv += ["--save-model", args.torch_model]  # part C loads the model saved there
     anchors.main()
 
 
@@ -116,6 +122,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bench", help="flashmace-bench")
     parser.add_argument("--model", help="the flashmace model file")
+    parser.add_argument("--torch-model", default="", help="the mace-torch model FastMACE loads (default: the anchors "
+                                                          "script's own random MP-0-medium)")
     parser.add_argument("--anchors", default="", help="../shared/bench/anchors_gpu_bench.py (FastMACE's runner)")
     parser.add_argument("--no-fastmace", action="store_true", help="flashmace-bench only")
     parser.add_argument("--structures", nargs="+", default=["fcc:Cu", "fcc:Cu,Ni,Au"],
@@ -153,13 +161,18 @@ def main(argv=None):
             theirs = fastmace.get(n)
             rows.append({"structure": text, "cells": n, **ours,
                          "fastmace_ms": theirs["ms"] if theirs else None,
-                         "fastmace_edges": theirs["edges"] if theirs else None})
-    lines = ["| structure | atoms | edges | flashmace ms/step | FastMACE ms/MD step | FastMACE / flashmace |",
-             "|---|---|---|---|---|---|"]
+                         "fastmace_edges": theirs["edges"] if theirs else None,
+                         "fastmace_peak_mib": theirs["peak_mib"] if theirs else None})
+    lines = ["| structure | atoms | edges | flashmace ms/step | flashmace peak MiB | FastMACE ms/MD step | "
+             "FastMACE peak MiB | FastMACE / flashmace |", "|---|---|---|---|---|---|---|---|"]
+
+    def text(value, form):
+        return "-" if value is None else format(value, form)
+
     for r in rows:
-        ratio = f"{r['fastmace_ms'] / r['ms']:.2f}" if r["fastmace_ms"] else "-"
-        fm_ms = f"{r['fastmace_ms']:.2f}" if r["fastmace_ms"] else "-"
-        lines.append(f"| {r['structure']} | {r['atoms']} | {r['edges']} | {r['ms']:.2f} | {fm_ms} | {ratio} |")
+        ratio = text(r["fastmace_ms"] / r["ms"] if r["fastmace_ms"] else None, ".2f")
+        lines.append(f"| {r['structure']} | {r['atoms']} | {r['edges']} | {r['ms']:.2f} | {r['peak_mib']:,.0f} | "
+                     f"{text(r['fastmace_ms'], '.2f')} | {text(r['fastmace_peak_mib'], ',.0f')} | {ratio} |")
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.out, "structures.json"), "w") as handle:

@@ -257,6 +257,8 @@ def main(argv=None):
     parser.add_argument("--heads", help="comma-separated head names: a multi-head model")
     parser.add_argument("--elements", help="comma-separated element symbols or atomic numbers: only these of the "
                                            "preset's elements")
+    parser.add_argument("--torch-model", help="also save the mace-torch model itself here (torch.save, float64), "
+                                              "for runners that load mace-torch models (FastMACE)")
     args = parser.parse_args(argv)
     import export_mace
 
@@ -269,6 +271,9 @@ def main(argv=None):
     options = f" --elements {','.join(map(str, elements))}" if elements else ""
     meta = export_mace.export_model(model, args.output, dtype=args.dtype, source=f"make_random_model.py {args.preset} "
                                     f"--seed {args.seed}{options} (RANDOM WEIGHTS)")
+    if args.torch_model:
+        import torch
+        torch.save(model, args.torch_model)
     print(f"wrote {args.output}: random-weight {args.preset}, {meta['hidden_irreps']}, {len(meta['atomic_numbers'])} "
           f"elements, {args.dtype}")
     return 0

@@ -14,7 +14,7 @@ constexpr double kLayerNormEps = 1e-5;  // torch.nn.LayerNorm's default, as mace
 }  // namespace
 
 std::vector<at::Tensor> NonlinearRadialState::tensors() const {
-  std::vector<at::Tensor> all = {radial.out, density.out};
+  std::vector<at::Tensor> all = {density.out};
   for (const NormedMlpState* s : {&radial, &density})
     for (const auto* v : {&s->pre, &s->mean, &s->rstd}) all.insert(all.end(), v->begin(), v->end());
   return all;
@@ -91,12 +91,15 @@ std::pair<at::Tensor, at::Tensor> NonlinearRadial::forward(const at::Tensor& ef,
                                                            const at::Tensor& receiver, const at::Tensor& vectors,
                                                            NonlinearRadialState* s) const {
   at::Tensor R = forward_mlp(radial_, ef, sender, receiver, &s->radial);
+  // The backward pass does not read the radial MLP's raw output (see backward): R takes the
+  // envelope in place, so a chunk holds one [Ec, weight_numel] tensor, not two.
+  s->radial.out = at::Tensor();
   const at::Tensor o = forward_mlp(density_, ef, sender, receiver, &s->density);
   at::Tensor d = at::tanh(o * o);
   if (envelope_) {
     const at::Tensor f = envelope_->value(vectors);
-    R = R * f;
-    d = d * f;
+    R.mul_(f);
+    d.mul_(f);
   }
   return {R, d};
 }

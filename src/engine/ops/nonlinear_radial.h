@@ -18,7 +18,7 @@
 namespace flashmace {
 
 // What one MLP's forward leaves for its backward: per hidden layer its LayerNorm input and
-// statistics (the normalised values are recomputed), and the output.
+// statistics (the normalised values are recomputed), and the output (kept for the density MLP only).
 struct NormedMlpState {
   std::vector<at::Tensor> pre, mean, rstd;
   at::Tensor out;
