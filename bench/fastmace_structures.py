@@ -10,7 +10,9 @@ run. One process per structure, because FastMACE compiles one family per process
 MD steps (Langevin 300 K, 0.5 fs) of its default plan on its own random MP-0-medium-shaped model,
 or on `--torch-model` (the mace-torch model that `tools/make_random_model.py --torch-model` saved
 beside `--model`: then both runners evaluate the same weights). flashmace-bench times energy +
-forces steps of `--model`. Only the time per step is compared. FastMACE needs the kit of ../shared/bench/README.md on PYTHONPATH;
+forces steps of `--model`. Only the time per step is compared; with `--torch-model` the table also
+gives the relative difference of the two runners' energies at the first step (the same weights and
+positions: float32 round-off). FastMACE needs the kit of ../shared/bench/README.md on PYTHONPATH;
 `--no-fastmace` runs flashmace-bench alone (the CPU test).
 
     bench/fastmace_structures.py --bench BUILD/bin/flashmace-bench --model mp0-medium-f32.safetensors \\
@@ -72,14 +74,17 @@ def run_flashmace(args, atoms, label, workdir):
 
     xyz = os.path.join(workdir, f"{label}.xyz")
     write(xyz, atoms, format="extxyz")
+    report = os.path.join(workdir, f"{label}.json")
     command = [args.bench, "--model", args.model, "--xyz", xyz, "--device", args.device, "--dtype", args.dtype,
-               "--warmup", str(args.warmup), "--steps", str(args.steps), "--no-breakdown"]
+               "--warmup", str(args.warmup), "--steps", str(args.steps), "--no-breakdown", "--json", report]
     proc = subprocess.run(command, capture_output=True, text=True)
     match = RESULT.search(proc.stdout)
     if proc.returncode != 0 or not match:
         raise RuntimeError(f"flashmace-bench failed on {label}: {proc.stderr.strip() or proc.stdout.strip()}")
+    with open(report) as handle:
+        energy = json.load(handle)["result"]["energy"]
     return {"atoms": int(match.group(1)), "edges": int(match.group(2)), "ms": float(match.group(3)),
-            "peak_mib": float(match.group(4))}
+            "peak_mib": float(match.group(4)), "energy": energy}
 
 
 def run_fastmace(args, structure, workdir):
@@ -96,7 +101,8 @@ def run_fastmace(args, structure, workdir):
             if record.get("kind") == "step" and record.get("status") == "ok":
                 peak = record.get("total_peak_alloc_GiB")
                 rows[record["n"]] = {"ms": record["ms_median"], "atoms": record["atoms"], "edges": record.get("edges"),
-                                     "peak_mib": peak * 1024 if peak is not None else None}
+                                     "peak_mib": peak * 1024 if peak is not None else None,
+                                     "energy": record.get("energy_eV")}
     if proc.returncode != 0:
         print(f"FastMACE on {structure}: exit {proc.returncode}\n{proc.stderr[-2000:]}", file=sys.stderr)
     return rows
@@ -162,17 +168,20 @@ def main(argv=None):
             rows.append({"structure": text, "cells": n, **ours,
                          "fastmace_ms": theirs["ms"] if theirs else None,
                          "fastmace_edges": theirs["edges"] if theirs else None,
-                         "fastmace_peak_mib": theirs["peak_mib"] if theirs else None})
+                         "fastmace_peak_mib": theirs["peak_mib"] if theirs else None,
+                         "fastmace_energy": theirs["energy"] if theirs else None})
     lines = ["| structure | atoms | edges | flashmace ms/step | flashmace peak MiB | FastMACE ms/MD step | "
-             "FastMACE peak MiB | FastMACE / flashmace |", "|---|---|---|---|---|---|---|---|"]
+             "FastMACE peak MiB | FastMACE / flashmace | energy rel. diff |", "|---|---|---|---|---|---|---|---|---|"]
 
     def text(value, form):
         return "-" if value is None else format(value, form)
 
     for r in rows:
         ratio = text(r["fastmace_ms"] / r["ms"] if r["fastmace_ms"] else None, ".2f")
+        diff = (abs(r["fastmace_energy"] - r["energy"]) / max(abs(r["energy"]), 1e-300)
+                if args.torch_model and r["fastmace_energy"] is not None else None)
         lines.append(f"| {r['structure']} | {r['atoms']} | {r['edges']} | {r['ms']:.2f} | {r['peak_mib']:,.0f} | "
-                     f"{text(r['fastmace_ms'], '.2f')} | {text(r['fastmace_peak_mib'], ',.0f')} | {ratio} |")
+                     f"{text(r['fastmace_ms'], '.2f')} | {text(r['fastmace_peak_mib'], ',.0f')} | {ratio} | {text(diff, '.1e')} |")
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.out, "structures.json"), "w") as handle:

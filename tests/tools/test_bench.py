@@ -1,6 +1,7 @@
 """flashmace-bench runs end to end in a tiny CPU configuration, so that it cannot rot: the numbers
 it reports are internally consistent (structure size, edge count, throughput, breakdown)."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -128,6 +129,7 @@ def test_structures_script_builds_what_flashmace_bench_times(tmp_path):
     assert code == 0, err
     salt, alloy = rows
     assert salt["atoms"] == 64 and salt["edges"] == 32 * 64 and salt["ms"] > 0 and salt["peak_mib"] > 0
+    assert math.isfinite(salt["energy"]) and salt["energy"] != alloy["energy"]
     assert alloy["atoms"] == 32 and alloy["edges"] == 42 * 32 and alloy["ms"] > 0  # ideal fcc: 12 + 6 + 24
     assert salt["fastmace_ms"] is None and "| rocksalt:Cu,Ni:4.2 | 64 | 2048 | " in stdout
     symbols = (tmp_path / "rocksalt_Cu_Ni_4_2_c2.xyz").read_text().split()
