@@ -175,6 +175,12 @@ TEST(MemoryPlan, KeepsWhenTheIntermediatesFitElseRecomputes) {
   EXPECT_EQ(small.atom_chunk, 199);
   EXPECT_EQ(small.edge_chunk, 19920);
   EXPECT_LE(small.predicted_peak, 1e6);
+  // Below one block of kMinBlockEdges the largest system keeps half the budget for its blocks (not
+  // zero atoms, as a reservation of a full block made it say): 0.5e6 bytes at 100 edges per atom
+  // of 1 byte each plus 10 per atom.
+  c.resident_per_atom = 10;
+  c.resident_per_edge = 1;
+  EXPECT_EQ(plan_memory(c, N, E, 1e6, 0, 0).largest_atoms, static_cast<int64_t>(0.5e6 / 110.0));
   const MemoryPlan forced = plan_memory(c, N, E, 1e18, 7, 0);
   EXPECT_TRUE(forced.recompute);
   EXPECT_EQ(forced.edge_chunk, 7);

@@ -57,8 +57,11 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
   const double block_per_atom = degree * per_edge + c.transient_per_atom;
   const double min_block_edges = std::min(std::max(E, 1.0), static_cast<double>(kMinBlockEdges));
   const double min_block = min_block_edges * (per_edge + c.transient_per_atom / std::max(degree, 1.0));
-  plan.largest_atoms = static_cast<int64_t>(
-      std::max(0.0, (budget - min_block) / (c.resident_per_atom + degree * c.resident_per_edge)));
+  // The largest system: its resident state beside one block, of kMinBlockEdges edges or, where the
+  // budget is smaller, half the budget (the recompute plan's blocks below).
+  const double block_reserve = std::min(min_block, 0.5 * budget);
+  plan.largest_atoms = static_cast<int64_t>(std::max(
+      0.0, (budget - block_reserve) / std::max(c.resident_per_atom + degree * c.resident_per_edge, 1.0)));
 
   const bool forced = forced_edge_chunk > 0 || forced_atom_chunk > 0;
   if (!forced) {
