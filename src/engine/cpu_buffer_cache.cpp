@@ -87,7 +87,7 @@ class CachingCpuAllocator final : public c10::Allocator {
     free_.emplace(size, p);
     order_.push_back(p);
     cached_bytes_ += size;
-    trim(peak_live_ + peak_live_ / 4);
+    trim(2 * peak_live_);
   }
   // Frees the oldest cached blocks until at most `limit` bytes are cached.
   void trim(std::size_t limit) {

@@ -44,6 +44,30 @@ TEST(CpuBufferCache, ReusesAFreedLargeBlockInsideAScope) {
   EXPECT_EQ(cpu_buffer_cache_stats().cached_bytes, 0);
 }
 
+// A step's blocks of different sizes: one large block, then two smaller ones of another size class
+// (the pattern of NonLinear layers' per-edge tensors). Together they are 1.75x the most that is live
+// at once; the cache keeps them all, so from the second step on every request is a hit (no fresh
+// pages). A bound of 1.25x the live peak evicted one each step and faulted it in again.
+TEST(CpuBufferCache, AStepOfMixedSizesHitsFromItsSecondRepetition) {
+  release_cpu_buffer_cache();
+  constexpr int64_t kBig = 16 << 20, kSmall = 6 << 20;  // floats: 64 and 24 MiB
+  const CpuBufferCacheScope scope(true);
+  const auto step = [] {
+    at::empty({kBig}, at::kFloat).fill_(1.0f);
+    const at::Tensor a = at::empty({kSmall}, at::kFloat), b = at::empty({kSmall}, at::kFloat);
+    a.fill_(1.0f);
+    b.fill_(1.0f);
+  };
+  step();
+  const CpuBufferCacheStats first = cpu_buffer_cache_stats();
+  for (int i = 0; i < 3; ++i) step();
+  const CpuBufferCacheStats later = cpu_buffer_cache_stats();
+  EXPECT_EQ(later.misses, first.misses);
+  EXPECT_EQ(later.hits, first.hits + 9);
+  EXPECT_EQ(later.cached_bytes, (kBig + 2 * kSmall) * 4);
+  release_cpu_buffer_cache();
+}
+
 TEST(CpuBufferCache, InactiveScopeAndNestedScopesLeaveTheAllocatorAsFound) {
   const CpuBufferCacheStats before = cpu_buffer_cache_stats();
   {
