@@ -61,7 +61,9 @@ models. --heads A,B,...: a multi-head model (mace-torch's heads: a readout outpu
 per head, the rest shared), as a multi-head fine-tune of a foundation model has (e.g. pt_head,Default).
 
 Usage: make_random_model.py PRESET OUT.safetensors [--dtype float32|float64] [--seed N] [--heads A,B]
-                            [--elements A,B]
+                            [--elements A,B] [--torch-model OUT.model]
+--torch-model also saves the mace-torch model itself (torch.save, float64), for runners that load
+mace-torch models: bench/fastmace_structures.py hands it to FastMACE, so both run the same weights.
 """
 import argparse
 import os

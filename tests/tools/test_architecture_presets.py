@@ -200,3 +200,18 @@ def test_exported_preset_matches_mace_torch(tmp_path, preset):
                 assert_close(got["stress"], ref["stress"], STRESS_ATOL, what + ": stress")
     if spec["pair_repulsion"]:  # the comparison must exercise the ZBL term, not only switch it on
         assert pair_energy > 1e-3, f"{preset}: the structures never reach the ZBL range (test design)"
+
+
+def test_torch_model_option_saves_the_model_that_was_exported(tmp_path):
+    """make_random_model.py --torch-model (what bench/fastmace_structures.py hands to FastMACE): the
+    saved mace-torch model, loaded back, gives the exported file's energy and forces (float64)."""
+    out, saved = tmp_path / "model.safetensors", tmp_path / "model.model"
+    assert make_random_model.main(["tiny-mh1", str(out), "--seed", "3", "--torch-model", str(saved)]) == 0
+    model = torch.load(saved, weights_only=False)
+    atoms = bulk(np.random.default_rng(3), [28, 29])
+    ref = mace_outputs(model, atoms, [28, 29])
+    xyz = tmp_path / "bulk.xyz"
+    write_xyz(xyz, atoms)
+    got = flashmace(out, xyz, "reference", "tiny-mh1 --torch-model")
+    assert np.isfinite(got["energy"]) and abs(got["energy"] - ref["energy"]) <= ENERGY_RTOL * abs(ref["energy"])
+    assert_close(got["forces"], ref["forces"], FORCE_ATOL, "tiny-mh1 --torch-model: forces")
