@@ -37,8 +37,6 @@ BASES = {
     "perovskite": ([(0, 0, 0), (0.5, 0.5, 0.5), (0.5, 0.5, 0), (0.5, 0, 0.5), (0, 0.5, 0.5)], [0, 1, 2, 2, 2]),
 }
 DEFAULT_A = {"fcc": 3.61, "bcc": 2.87, "rocksalt": 4.21, "perovskite": 3.905}
-# flashmace-bench prints: path dtype device atoms edges ms/step atom-steps/s peak
-RESULT = re.compile(r"^(?:fast|reference)\s+\S+\s+\S+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+\S+\s+([\d.]+)", re.M)
 
 
 def parse_structure(text, a=None):
@@ -78,13 +76,12 @@ def run_flashmace(args, atoms, label, workdir):
     command = [args.bench, "--model", args.model, "--xyz", xyz, "--device", args.device, "--dtype", args.dtype,
                "--warmup", str(args.warmup), "--steps", str(args.steps), "--no-breakdown", "--json", report]
     proc = subprocess.run(command, capture_output=True, text=True)
-    match = RESULT.search(proc.stdout)
-    if proc.returncode != 0 or not match:
+    if proc.returncode != 0 or not os.path.isfile(report):
         raise RuntimeError(f"flashmace-bench failed on {label}: {proc.stderr.strip() or proc.stdout.strip()}")
     with open(report) as handle:
-        energy = json.load(handle)["result"]["energy"]
-    return {"atoms": int(match.group(1)), "edges": int(match.group(2)), "ms": float(match.group(3)),
-            "peak_mib": float(match.group(4)), "energy": energy}
+        r = json.load(handle)["result"]
+    return {"atoms": r["atoms"], "edges": r["edges"], "ms": r["ms_per_step"],
+            "peak_mib": r["peak_memory_bytes"] / 2**20, "energy": r["energy"]}
 
 
 def run_fastmace(args, structure, workdir):
@@ -181,7 +178,8 @@ def main(argv=None):
         diff = (abs(r["fastmace_energy"] - r["energy"]) / max(abs(r["energy"]), 1e-300)
                 if args.torch_model and r["fastmace_energy"] is not None else None)
         lines.append(f"| {r['structure']} | {r['atoms']} | {r['edges']} | {r['ms']:.2f} | {r['peak_mib']:,.0f} | "
-                     f"{text(r['fastmace_ms'], '.2f')} | {text(r['fastmace_peak_mib'], ',.0f')} | {ratio} | {text(diff, '.1e')} |")
+                     f"{text(r['fastmace_ms'], '.2f')} | {text(r['fastmace_peak_mib'], ',.0f')} | {ratio} | "
+                     f"{text(diff, '.1e')} |")
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.out, "structures.json"), "w") as handle:

@@ -14,7 +14,7 @@ constexpr double kLayerNormEps = 1e-5;  // torch.nn.LayerNorm's default, as mace
 }  // namespace
 
 std::vector<at::Tensor> NonlinearRadialState::tensors() const {
-  std::vector<at::Tensor> all = {density.out};
+  std::vector<at::Tensor> all = {density_out};
   for (const NormedMlpState* s : {&radial, &density})
     for (const auto* v : {&s->pre, &s->mean, &s->rstd}) all.insert(all.end(), v->begin(), v->end());
   return all;
@@ -67,7 +67,6 @@ at::Tensor NonlinearRadial::forward_mlp(const Mlp& mlp, const at::Tensor& ef, co
     s->rstd.push_back(rstd);
     y = at::addmm(mlp.bias[k], at::silu(normed), mlp.weight[k].t());
   }
-  s->out = y;
   return y;
 }
 
@@ -91,11 +90,8 @@ std::pair<at::Tensor, at::Tensor> NonlinearRadial::forward(const at::Tensor& ef,
                                                            const at::Tensor& receiver, const at::Tensor& vectors,
                                                            NonlinearRadialState* s) const {
   at::Tensor R = forward_mlp(radial_, ef, sender, receiver, &s->radial);
-  // The backward pass does not read the radial MLP's raw output (see backward): R takes the
-  // envelope in place, so a chunk holds one [Ec, weight_numel] tensor, not two.
-  s->radial.out = at::Tensor();
-  const at::Tensor o = forward_mlp(density_, ef, sender, receiver, &s->density);
-  at::Tensor d = at::tanh(o * o);
+  s->density_out = forward_mlp(density_, ef, sender, receiver, &s->density);
+  at::Tensor d = at::tanh(s->density_out * s->density_out);
   if (envelope_) {
     const at::Tensor f = envelope_->value(vectors);
     R.mul_(f);
@@ -123,7 +119,7 @@ std::pair<at::Tensor, at::Tensor> NonlinearRadial::backward(const NonlinearRadia
     grad_ef = backward_mlp(radial_, s.radial, g, normed);
   }
   if (grad_density.defined()) {
-    const at::Tensor& o = s.density.out;
+    const at::Tensor& o = s.density_out;
     const at::Tensor t = at::tanh(o * o);
     at::Tensor go = grad_density * (1.0 - t * t) * 2.0 * o;  // dE/do before f
     if (envelope_) {

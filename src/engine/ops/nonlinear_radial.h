@@ -18,14 +18,16 @@
 namespace flashmace {
 
 // What one MLP's forward leaves for its backward: per hidden layer its LayerNorm input and
-// statistics (the normalised values are recomputed), and the output (kept for the density MLP only).
+// statistics (the normalised values are recomputed).
 struct NormedMlpState {
   std::vector<at::Tensor> pre, mean, rstd;
-  at::Tensor out;
 };
 
+// The radial MLP's output is not kept: its backward needs only the last hidden activation, and R
+// takes the envelope in place, so a chunk holds one [Ec, weight_numel] tensor.
 struct NonlinearRadialState {
   NormedMlpState radial, density;
+  at::Tensor density_out;  // [Ec, 1], before tanh(o^2)
   std::vector<at::Tensor> tensors() const;  // every tensor held (to share across CUDA streams)
 };
 
