@@ -37,6 +37,7 @@ class CachingCpuAllocator final : public c10::Allocator {
       live_[p] = size;
       live_bytes_ += size;
       peak_live_ = std::max(peak_live_, live_bytes_);
+      window_peak_ = std::max(window_peak_, live_bytes_);
     }
     return {p, p, &CachingCpuAllocator::release, c10::Device(c10::DeviceType::CPU)};
   }
@@ -50,7 +51,12 @@ class CachingCpuAllocator final : public c10::Allocator {
 
   CpuBufferCacheStats stats() {
     const std::lock_guard<std::mutex> lock(mutex_);
-    return {static_cast<int64_t>(cached_bytes_), static_cast<int64_t>(live_bytes_), hits_, misses_};
+    return {static_cast<int64_t>(cached_bytes_), static_cast<int64_t>(live_bytes_),
+            static_cast<int64_t>(window_peak_), hits_, misses_};
+  }
+  void reset_peak() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    window_peak_ = live_bytes_;
   }
   void clear() {
     const std::lock_guard<std::mutex> lock(mutex_);
@@ -108,7 +114,7 @@ class CachingCpuAllocator final : public c10::Allocator {
   std::multimap<std::size_t, void*> free_;  // by size class
   std::list<void*> order_;                  // cached blocks, oldest first
   std::unordered_map<void*, std::size_t> live_;
-  std::size_t cached_bytes_ = 0, live_bytes_ = 0, peak_live_ = 0;
+  std::size_t cached_bytes_ = 0, live_bytes_ = 0, peak_live_ = 0, window_peak_ = 0;
   int64_t hits_ = 0, misses_ = 0;
 };
 
@@ -140,6 +146,8 @@ CpuBufferCacheScope::~CpuBufferCacheScope() {
 }
 
 CpuBufferCacheStats cpu_buffer_cache_stats() { return CachingCpuAllocator::instance().stats(); }
+
+void reset_cpu_buffer_peak() { CachingCpuAllocator::instance().reset_peak(); }
 
 void release_cpu_buffer_cache() { CachingCpuAllocator::instance().clear(); }
 

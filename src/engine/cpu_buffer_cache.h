@@ -29,9 +29,12 @@ class CpuBufferCacheScope {
 struct CpuBufferCacheStats {
   int64_t cached_bytes = 0;  // freed, kept for reuse
   int64_t live_bytes = 0;    // handed out, not freed yet
+  int64_t peak_live_bytes = 0;  // the most handed out at once since the last reset_cpu_buffer_peak()
   int64_t hits = 0, misses = 0;
 };
 CpuBufferCacheStats cpu_buffer_cache_stats();
+// Starts a new peak_live_bytes from what is handed out now (the cache's own bound keeps the largest ever).
+void reset_cpu_buffer_peak();
 // Frees every cached block (kept blocks in use stay theirs).
 void release_cpu_buffer_cache();
 

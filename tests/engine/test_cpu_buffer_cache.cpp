@@ -44,6 +44,20 @@ TEST(CpuBufferCache, ReusesAFreedLargeBlockInsideAScope) {
   EXPECT_EQ(cpu_buffer_cache_stats().cached_bytes, 0);
 }
 
+// The peak of the bytes handed out, as flashmace-bench's breakdown reads it per stage: the most live
+// at once since the last reset, which starts the next window from what is live then.
+TEST(CpuBufferCache, PeakLiveBytesSinceTheLastReset) {
+  const CpuBufferCacheScope scope(true);
+  const int64_t base = cpu_buffer_cache_stats().live_bytes;
+  reset_cpu_buffer_peak();
+  EXPECT_EQ(cpu_buffer_cache_stats().peak_live_bytes, base);
+  const at::Tensor kept = at::empty({kLarge}, at::kFloat);
+  { const at::Tensor transient = at::empty({2 * kLarge}, at::kFloat); }
+  EXPECT_EQ(cpu_buffer_cache_stats().peak_live_bytes, base + 3 * kLarge * 4);
+  reset_cpu_buffer_peak();
+  EXPECT_EQ(cpu_buffer_cache_stats().peak_live_bytes, base + kLarge * 4);
+}
+
 // A step's blocks of different sizes: one large block, then two smaller ones of another size class
 // (the pattern of NonLinear layers' per-edge tensors). Together they are 1.75x the most that is live
 // at once; the cache keeps them all, so from the second step on every request is a hit (no fresh

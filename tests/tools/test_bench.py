@@ -42,6 +42,21 @@ def test_tiny_fcc_benchmark_reports_consistent_numbers(tmp_path, path):
     assert "ms/step" in stdout and "breakdown" in stdout
 
 
+def test_breakdown_gives_each_stage_its_memory_peak(tmp_path):
+    # On the CPU the probe reads the blocks of 1 MiB or more that the step holds; the breakdown's steps
+    # are the timed steps again, so the largest stage peak is the timed steps' peak, and the stages that
+    # hold per-edge gradients (the backward passes) hold more than the geometry at the start.
+    report, stdout = run(tmp_path, "--cells", "5", "--elements", "Cu,Ni")
+    r = report["result"]
+    peaks = r["stage_peak_memory_bytes"]
+    assert set(peaks) == set(r["stage_ms"])
+    assert r["cpu_block_peak_bytes"] > 0
+    assert max(peaks.values()) == r["cpu_block_peak_bytes"]
+    assert peaks["edges_backward"] > peaks["edge_geometry"] > 0
+    assert r["cpu_block_peak_bytes"] <= r["peak_memory_bytes"]  # (within the process's resident peak)
+    assert "MiB" in stdout.split("breakdown")[1]
+
+
 def test_sweep_stops_at_the_bound_and_reports_the_largest(tmp_path):
     report, stdout = run(tmp_path, "--cells", "1", "--max-cells", "2", "--sweep", "--no-breakdown")
     assert [s["atoms"] for s in report["sweep"]] == [4, 32]

@@ -20,6 +20,7 @@
 #include "core/lattice.h"
 #include "core/model_file.h"
 #include "core/xyz.h"
+#include "engine/cpu_buffer_cache.h"
 #include "engine/host_evaluation.h"
 #include "engine/measure.h"
 #include "engine_flags.h"
@@ -148,8 +149,24 @@ struct Measurement {
   int64_t listed_pairs = 0;                   // --skin: the list's pairs
   double skin_ms_per_step = 0, skin_list_build_step_ms = 0, skin_rebuild_step_ms = 0;
   int64_t peak_bytes = 0;
+  int64_t cpu_block_peak_bytes = 0;  // CPU: the most held at once in blocks of 1 MiB or more (the engine's)
   std::map<std::string, double> stage_ms;
+  std::map<std::string, double> stage_peak_bytes;  // the device memory's peak within each stage
 };
+
+// The device memory's peak since the previous reading, for the breakdown's probe: on a GPU
+// LibTorch's allocated bytes, on the CPU the blocks of 1 MiB or more (what the memory plan counts).
+double peak_since_last_reading(const std::string& device) {
+  double peak;
+  if (device == "cpu") {
+    peak = static_cast<double>(flashmace::cpu_buffer_cache_stats().peak_live_bytes);
+    flashmace::reset_cpu_buffer_peak();
+  } else {
+    peak = static_cast<double>(flashmace::peak_memory_bytes(device));
+    flashmace::reset_peak_memory(device);
+  }
+  return peak;
+}
 
 // MD steps between list builds, as the pair styles run them: the list with its skin adopted once
 // (timed apart), then every step new positions (a fixed random velocity, at most 0.002 A per
@@ -213,6 +230,7 @@ Measurement measure(flashmace::Evaluator& model, const flashmace::Structure& s, 
   }
   flashmace::synchronize_device(o.engine.device);
   flashmace::reset_peak_memory(o.engine.device);
+  flashmace::reset_cpu_buffer_peak();
   std::vector<double> times;
   for (int i = 0; i < o.steps; ++i) {
     flashmace::StageTimer t([&] { flashmace::synchronize_device(o.engine.device); });
@@ -223,14 +241,17 @@ Measurement measure(flashmace::Evaluator& model, const flashmace::Structure& s, 
   }
   m.ms_per_step = 1e3 * median(times);
   m.peak_bytes = flashmace::peak_memory_bytes(o.engine.device);
+  if (o.engine.device == "cpu") m.cpu_block_peak_bytes = flashmace::cpu_buffer_cache_stats().peak_live_bytes;
   m.energy = resident->energy();
 
   if (o.breakdown) {
     flashmace::StageTimer stages([&] { flashmace::synchronize_device(o.engine.device); });
+    stages.set_probe([&] { return peak_since_last_reading(o.engine.device); });
     model.set_stage_timer(&stages);
     for (int i = 0; i < o.steps; ++i) resident->evaluate(model);
     model.set_stage_timer(nullptr);
     for (const auto& [stage, sec] : stages.seconds()) m.stage_ms[stage] = 1e3 * sec / o.steps;
+    m.stage_peak_bytes = stages.maxima();
   }
 
   // A new neighbour list of the same atoms (its edges in reverse order: another topology of the
@@ -265,6 +286,9 @@ void print(const Measurement& m, const flashmace::Evaluator& model, const std::s
               m.atoms, m.edges, m.ms_per_step, m.atoms / (m.ms_per_step * 1e-3), m.peak_bytes / 1048576.0);
   std::printf("hardware: %s; neighbour list (host, not in ms/step): %.2f ms; first step (with setup): %.2f ms\n",
               hardware.c_str(), m.neighbor_ms, m.first_step_ms);
+  if (m.cpu_block_peak_bytes > 0)
+    std::printf("CPU memory: peak MiB is the process's resident peak; the step's blocks of 1 MiB or more "
+                "(what the memory plan predicts): %.1f MiB\n", m.cpu_block_peak_bytes / 1048576.0);
   std::printf("a step on a new neighbour list of the same atoms (edges reversed): %.2f ms\n", m.new_list_step_ms);
   if (m.listed_pairs > 0)
     std::printf("MD steps on a skin list (%lld listed pairs): %.2f ms/step (%.3fx the step above); "
@@ -275,9 +299,10 @@ void print(const Measurement& m, const flashmace::Evaluator& model, const std::s
   if (!m.stage_ms.empty()) {
     double total = 0;
     for (const auto& kv : m.stage_ms) total += kv.second;
-    std::printf("breakdown (synchronised steps, ms/step):\n");
+    std::printf("breakdown (synchronised steps, ms/step; the peak of the memory the step holds within each stage):\n");
     for (const auto& [stage, ms] : m.stage_ms)
-      std::printf("  %-22s %10.3f  %5.1f%%\n", stage.c_str(), ms, 100 * ms / total);
+      std::printf("  %-22s %10.3f  %5.1f%%  %10.1f MiB\n", stage.c_str(), ms, 100 * ms / total,
+                  m.stage_peak_bytes.count(stage) ? m.stage_peak_bytes.at(stage) / 1048576.0 : 0.0);
   }
 }
 
@@ -287,6 +312,7 @@ nlohmann::json to_json(const Measurement& m) {
           {"ms_per_step", m.ms_per_step},
           {"atom_steps_per_s", m.atoms / (m.ms_per_step * 1e-3)},
           {"peak_memory_bytes", m.peak_bytes},
+          {"cpu_block_peak_bytes", m.cpu_block_peak_bytes},
           {"neighbor_list_ms", m.neighbor_ms},
           {"first_step_ms", m.first_step_ms},
           {"new_list_step_ms", m.new_list_step_ms},
@@ -295,7 +321,8 @@ nlohmann::json to_json(const Measurement& m) {
           {"skin_list_build_step_ms", m.skin_list_build_step_ms},
           {"skin_rebuild_step_ms", m.skin_rebuild_step_ms},
           {"energy", m.energy},
-          {"stage_ms", m.stage_ms}};
+          {"stage_ms", m.stage_ms},
+          {"stage_peak_memory_bytes", m.stage_peak_bytes}};
 }
 
 // c10 errors carry a C++ backtrace after the message; the first part is what a user needs.
