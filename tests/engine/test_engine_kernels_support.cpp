@@ -87,9 +87,19 @@ void check_equality(const at::Device& device) {
   w.narrow(0, 200, 200).copy_(-w.narrow(0, 0, 200));
   w[0][2] = 0.0;
   w[200][2] = -0.0;  // -0.0 is the negation of 0.0
-  EXPECT_TRUE(all_negated(w, pa, pb));
+  EXPECT_TRUE(all_negated({{w, pa, pb}}));
+  // b < 0: an edge without a partner, not compared; several sets, one answer
+  const at::Tensor unpaired = at::full({1}, -1, i64);
+  EXPECT_TRUE(all_negated({{w, pa, pb}, {w, at::tensor({5}, i64), unpaired}}));
+  EXPECT_TRUE(all_negated({{w.narrow(0, 100, 300), pa.narrow(0, 100, 100) - 100, pb.narrow(0, 100, 100) - 100}}));
+  at::Tensor u = w.clone();
+  u[100][0] = u[100][0] + 1.0;
+  EXPECT_FALSE(all_negated({{w, pa.narrow(0, 0, 50), pb.narrow(0, 0, 50)}, {u, pa, pb}}));  // the second set
   w[399][1] = std::nextafter(w[399][1].item<double>(), 1e300);  // one ulp off
-  EXPECT_FALSE(all_negated(w, pa, pb));
+  EXPECT_FALSE(all_negated({{w, pa, pb}}));
+  const at::Tensor pb_off = pb.clone();
+  pb_off[199] = -1;  // that pair no longer compared
+  EXPECT_TRUE(all_negated({{w, pa, pb_off}}));
 }
 
 void check_atom_sums(const at::Device& device) {

@@ -9,10 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <set>
 
 #include "core/lattice.h"
 #include "core/local_graph.h"
 #include "core/model_file.h"
+#include "engine/cpu_buffer_cache.h"
 #include "engine/host_evaluation.h"
 #include "engine/ops/edge_geometry_op.h"
 #include "engine/step/memory_plan.h"
@@ -260,6 +262,44 @@ TEST(FastEngine, StreamedMessageSumsFromTheBudgetEqualReference) {
                                                                       long long chunk) {
     return plan.find("message sums kept for 0 of 2 layers") != std::string::npos && chunk * 4 <= edges;
   })) << "no budget gave a plan recomputing the message sums in several blocks";
+}
+
+// The memory plan bounds what a step holds: for budgets from "everything kept in one chunk" down to
+// recompute in blocks of a few atoms, the largest amount the CPU step holds at once in blocks of
+// 1 MiB or more (the buffer cache's peak; the evaluation's own graph and outputs included) stays
+// within the predicted peak the plan prints. (Leaving the edge topology and the radial pairs out of
+// the per-edge count breaks this at the smallest budgets.)
+TEST(FastEngine, StepHoldsNoMoreThanThePlanPredicts) {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 8, {28, 29}, 0.05, 3);  // 2,048 atoms, ~86k edges
+  const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
+  std::set<std::string> kinds;
+  for (double mib = 2048; mib >= 1; mib *= 0.25) {
+    EngineOptions o;
+    o.dtype = Dtype::Float64;
+    o.memory_bytes = mib * 1024 * 1024;
+    std::string plan;
+    o.log = [&](const std::string& line) {
+      if (line.rfind("flashmace fast engine:", 0) == 0) plan = line;
+    };
+    const auto fast = make_evaluator(file, o);
+    const CpuBufferCacheScope scope(true);
+    reset_cpu_buffer_peak();
+    const int64_t before = cpu_buffer_cache_stats().live_bytes;
+    evaluate_structure(*fast, s);
+    const double held = static_cast<double>(cpu_buffer_cache_stats().peak_live_bytes - before);
+    long long atoms = 0, edges = 0, chunk = 0;
+    ASSERT_EQ(std::sscanf(plan.c_str(), "flashmace fast engine: %lld atoms, %lld edges: edge chunk %lld", &atoms, &edges,
+                          &chunk),
+              3)
+        << plan;
+    const std::size_t at = plan.find("predicted peak ");
+    ASSERT_NE(at, std::string::npos) << plan;
+    const double predicted = std::stod(plan.substr(at + 15)) * 1024 * 1024;
+    EXPECT_LE(held, predicted + 0.5 * 1024 * 1024) << plan << ": held " << held / 1048576.0 << " MiB";
+    const bool recompute = plan.find("no recompute") == std::string::npos;
+    kinds.insert(recompute ? "recompute" : chunk < edges ? "kept, several chunks" : "kept, one chunk");
+  }
+  EXPECT_EQ(kinds.size(), 3u);
 }
 
 class FastEngineDomain : public ::testing::TestWithParam<std::string> {};

@@ -125,6 +125,20 @@ TEST(RadialPairs, CacheReusesOnlyWhileThePairsHold) {
   EXPECT_FALSE(c[0].index.is_same(a[0].index));
   EXPECT_EQ(c[0].rows, a[0].rows + 1);
   EXPECT_EQ(c[0].share[e].item<double>(), 1.0);
+  // The same in the second chunk (its pairs index edges within it), with the edges named by an id
+  // (not compared again, not kept by the cache).
+  const std::vector<RadialPairs> named = cache.pairs(g.sender, g.receiver, moved, chunks, at::kDouble, 7);
+  EXPECT_TRUE(cache.pairs(g.sender, g.receiver, moved, chunks, at::kDouble, 7)[1].index.is_same(named[1].index));
+  int64_t k = 0;
+  while (named[1].second[k].item<int64_t>() < 0) ++k;
+  const int64_t e1 = E / 2 + named[1].second[k].item<int64_t>();
+  at::Tensor off1 = moved.clone();
+  double* x1 = off1.data_ptr<double>() + 3 * e1;
+  *x1 = std::nextafter(*x1, 1e9);
+  const std::vector<RadialPairs>& c1 = cache.pairs(g.sender, g.receiver, off1, chunks, at::kDouble, 7);
+  EXPECT_FALSE(c1[1].index.is_same(named[1].index));
+  EXPECT_EQ(c1[1].rows, named[1].rows + 1);
+  EXPECT_EQ(c1[1].share[e1 - E / 2].item<double>(), 1.0);
   // Other edges: paired anew too.
   const at::Tensor swapped = g.sender.flip(0), swapped_r = g.receiver.flip(0), swapped_v = g.vectors.flip(0);
   const std::vector<RadialPairs>& d = cache.pairs(swapped, swapped_r, swapped_v, chunks, at::kDouble);

@@ -31,6 +31,7 @@ __global__ void negated_kernel(const double* __restrict__ v, const int64_t* __re
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   bool same = true;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    if (pb[k] < 0) continue;  // (an edge without a partner)
     const double* x = v + 3 * pa[k];
     const double* y = v + 3 * pb[k];
     same = same && x[0] == -y[0] && x[1] == -y[1] && x[2] == -y[2];

@@ -20,7 +20,7 @@ struct EqualityRanges {
 // a[r][i] == b[r][i] for every range r and i < n[r].
 void check_equal_cuda(const EqualityRanges& ranges, int* flag, void* stream);
 
-// v[3 pa[k] + c] == -v[3 pb[k] + c] for k < n, c < 3 (float64, exact: -0.0 equals 0.0).
+// v[3 pa[k] + c] == -v[3 pb[k] + c] for k < n with pb[k] >= 0, c < 3 (float64, exact: -0.0 equals 0.0).
 void check_negated_cuda(const double* v, const int64_t* pa, const int64_t* pb, int64_t n, int* flag, void* stream);
 
 }  // namespace flashmace

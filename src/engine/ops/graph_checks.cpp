@@ -46,18 +46,30 @@ bool all_equal(const std::vector<std::pair<at::Tensor, at::Tensor>>& pairs) {
   return true;
 }
 
-bool all_negated(const at::Tensor& vectors, const at::Tensor& a, const at::Tensor& b) {
+bool all_negated(const std::vector<NegatedPairs>& sets) {
+  if (sets.empty()) return true;
 #if FLASHMACE_CUDA_KERNELS
-  if (vectors.is_cuda()) {
-    const at::Tensor v = vectors.contiguous(), ac = a.contiguous(), bc = b.contiguous();
-    const c10::cuda::CUDAGuard guard(v.device());
-    at::Tensor flag = at::ones({1}, ac.options().dtype(at::kInt));
-    check_negated_cuda(v.data_ptr<double>(), ac.data_ptr<int64_t>(), bc.data_ptr<int64_t>(), ac.numel(),
-                       flag.data_ptr<int>(), stream_of(flag));
+  if (sets.front().vectors.is_cuda()) {
+    const c10::cuda::CUDAGuard guard(sets.front().vectors.device());
+    at::Tensor flag = at::ones({1}, sets.front().a.options().dtype(at::kInt));
+    std::vector<at::Tensor> keep;  // contiguous copies live until the checks have run
+    for (const NegatedPairs& s : sets) {
+      keep.insert(keep.end(), {s.vectors.contiguous(), s.a.contiguous(), s.b.contiguous()});
+      const at::Tensor* t = &keep[keep.size() - 3];
+      check_negated_cuda(t[0].data_ptr<double>(), t[1].data_ptr<int64_t>(), t[2].data_ptr<int64_t>(), t[1].numel(),
+                         flag.data_ptr<int>(), stream_of(flag));
+    }
     return flag.item<int>() != 0;
   }
 #endif
-  return (vectors.index_select(0, a) == -vectors.index_select(0, b)).all().item<bool>();
+  at::Tensor ok = at::ones({}, sets.front().a.options().dtype(at::kBool));
+  for (const NegatedPairs& s : sets) {
+    const at::Tensor paired = at::nonzero(s.b >= 0).squeeze(1);
+    const at::Tensor x = s.vectors.index_select(0, s.a.index_select(0, paired));
+    const at::Tensor y = s.vectors.index_select(0, s.b.index_select(0, paired));
+    ok = ok & (x == -y).all();
+  }
+  return ok.item<bool>();
 }
 
 }  // namespace flashmace

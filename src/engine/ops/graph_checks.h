@@ -12,7 +12,12 @@ namespace flashmace {
 // at most kMaxEqualityRanges pairs.
 bool all_equal(const std::vector<std::pair<at::Tensor, at::Tensor>>& pairs);
 
-// Whether vectors[a[k]] == -vectors[b[k]] exactly for every k (vectors [E, 3] float64; a, b [n] int64).
-bool all_negated(const at::Tensor& vectors, const at::Tensor& a, const at::Tensor& b);
+// Edges a[k] and b[k] of `vectors` ([E, 3] float64; a, b [n] int64); b[k] < 0: a[k] has no partner.
+struct NegatedPairs {
+  at::Tensor vectors, a, b;
+};
+// Whether vectors[a[k]] == -vectors[b[k]] exactly for every k with b[k] >= 0, in every set (one device,
+// one host synchronisation for all of them).
+bool all_negated(const std::vector<NegatedPairs>& sets);
 
 }  // namespace flashmace

@@ -89,30 +89,28 @@ const std::vector<RadialPairs>& RadialPairCache::pairs(const at::Tensor& sender,
     pairs_.assign(chunks.size(), RadialPairs{});
     return pairs_;
   }
-  if (sender_.defined() && chunks == chunks_ && dtype == dtype_ && sender.size(0) == sender_.size(0) &&
-      sender.device() == sender_.device()) {
-    const bool known = edges_id >= 0 && edges_id == edges_id_;
-    if ((known || all_equal({{sender, sender_}, {receiver, receiver_}})) &&
-        (pa_.numel() == 0 || all_negated(vectors, pa_, pb_)))
-      return pairs_;
+  if (generation_ > 0 && chunks == chunks_ && dtype == dtype_ && sender.size(0) == edges_ &&
+      sender.device() == device_) {
+    const bool same_edges = edges_id >= 0 ? edges_id == edges_id_
+                                          : sender_.defined() && all_equal({{sender, sender_}, {receiver, receiver_}});
+    // Each pair's rows (first, second: edges within its chunk) still hold exact negations.
+    std::vector<NegatedPairs> sets;
+    for (std::size_t k = 0; k < chunks.size(); ++k)
+      if (chunks[k].paired && pairs_[k].rows > 0)
+        sets.push_back({vectors.narrow(0, chunks[k].begin, chunks[k].count), pairs_[k].first, pairs_[k].second});
+    if (same_edges && all_negated(sets)) return pairs_;
   }
   pairs_.assign(chunks.size(), RadialPairs{});
-  std::vector<at::Tensor> pa, pb;
   for (std::size_t k = 0; k < chunks.size(); ++k) {
     const Chunk& c = chunks[k];
     if (!c.paired) continue;
-    RadialPairs& p = pairs_[k];
-    p = pair_reverse_edges(sender.narrow(0, c.begin, c.count), receiver.narrow(0, c.begin, c.count),
-                           vectors.narrow(0, c.begin, c.count), dtype);
-    const at::Tensor paired = at::nonzero(p.second >= 0).squeeze(1);
-    pa.push_back(p.first.index_select(0, paired) + c.begin);
-    pb.push_back(p.second.index_select(0, paired) + c.begin);
+    pairs_[k] = pair_reverse_edges(sender.narrow(0, c.begin, c.count), receiver.narrow(0, c.begin, c.count),
+                                   vectors.narrow(0, c.begin, c.count), dtype);
   }
-  const at::Tensor none = at::empty({0}, sender.options());
-  pa_ = pa.empty() ? none : at::cat(pa);
-  pb_ = pb.empty() ? none : at::cat(pb);
-  sender_ = sender.clone();
-  receiver_ = receiver.clone();
+  sender_ = edges_id >= 0 ? at::Tensor() : sender.clone();
+  receiver_ = edges_id >= 0 ? at::Tensor() : receiver.clone();
+  edges_ = sender.size(0);
+  device_ = sender.device();
   chunks_ = chunks;
   dtype_ = dtype;
   edges_id_ = edges_id;

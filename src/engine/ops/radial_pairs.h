@@ -54,7 +54,11 @@ class RadialPairCache {
   int64_t generation() const { return generation_; }
 
  private:
-  at::Tensor sender_, receiver_, pa_, pb_;  // pa_, pb_: both edges of every pair, as edge indices
+  // The arrays the pairs were made from, kept only when no edges_id names them (they would add two
+  // int64 per edge to what a large system holds).
+  at::Tensor sender_, receiver_;
+  int64_t edges_ = 0;
+  at::Device device_ = at::kCPU;
   std::vector<Chunk> chunks_;
   std::vector<RadialPairs> pairs_;
   at::ScalarType dtype_ = at::kDouble;
