@@ -5,6 +5,7 @@
 // so the benchmark measures steps without a timer and the breakdown in separate steps. An optional
 // probe is read at every lap (after the sync) and its largest reading kept per stage: the benchmark's
 // probe returns the device memory's peak since the previous reading, so each stage gets its peak.
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -27,8 +28,8 @@ class StageTimer {
     seconds_[stage] += std::chrono::duration<double>(now - last_).count();
     if (probe_) {
       const double v = probe_();
-      const auto it = maxima_.find(stage);
-      if (it == maxima_.end() || it->second < v) maxima_[stage] = v;
+      double& most = maxima_.try_emplace(stage, v).first->second;
+      most = std::max(most, v);
     }
     last_ = now;
   }

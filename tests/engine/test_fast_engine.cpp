@@ -288,8 +288,8 @@ TEST(FastEngine, StepHoldsNoMoreThanThePlanPredicts) {
     evaluate_structure(*fast, s);
     const double held = static_cast<double>(cpu_buffer_cache_stats().peak_live_bytes - before);
     long long atoms = 0, edges = 0, chunk = 0;
-    ASSERT_EQ(std::sscanf(plan.c_str(), "flashmace fast engine: %lld atoms, %lld edges: edge chunk %lld", &atoms, &edges,
-                          &chunk),
+    ASSERT_EQ(std::sscanf(plan.c_str(), "flashmace fast engine: %lld atoms, %lld edges: edge chunk %lld", &atoms,
+                          &edges, &chunk),
               3)
         << plan;
     const std::size_t at = plan.find("predicted peak ");
