@@ -149,6 +149,11 @@ const std::map<std::string, OptionSpec>& specs() {
          static const Choice values[] = {Choice::Auto, Choice::On, Choice::Off};
          return set_word(v, words, values, &o.radial_pairs);
        }}},
+      {"atom_order", {"use auto or input", [](O& o, V v) {
+         static const char* const words[] = {"auto", "input"};
+         static const Choice values[] = {Choice::Auto, Choice::Off};
+         return set_word(v, words, values, &o.atom_order);
+       }}},
       {"cuda_graph", {"use on or off", [](O& o, V v) { return set_on_off(v, &o.cuda_graph); }}},
       {"side_stream", {"use on or off", [](O& o, V v) { return set_on_off(v, &o.side_stream); }}},
   };
@@ -170,7 +175,7 @@ const std::vector<std::string>& engine_option_keys() {
                                                 "spin",        "elec_temp",    "path",
                                                 "edge_chunk",  "atom_chunk",   "memory",     "sc",
                                                 "tf32",        "reassociate",  "radial",     "radial_intervals",
-                                                "radial_pairs", "cuda_graph",  "side_stream"};
+                                                "radial_pairs", "atom_order",  "cuda_graph", "side_stream"};
   return keys;
 }
 

@@ -71,6 +71,11 @@ struct EngineOptions {
   // On CUDA: the radial MLPs of layers after the first on a second stream beside the other layers'
   // work, in steps that keep their edge states (step/side_stream.h).
   bool side_stream = true;
+  // Auto: a step that recomputes in several node blocks (large systems) keeps the owned atoms along
+  // a space-filling curve when their positions are known (step/atom_order.h: compact blocks keep their reverse-edge
+  // pairs), without a halo exchange through other processes; Off: the caller's order. Outputs are
+  // in the caller's order either way.
+  Choice atom_order = Choice::Auto;
   bool pad_to_bucket = false;  // pad edges and atoms as for CUDA graphs without one (tests the padding)
   // Messages the engine prints (the memory plan, graph captures); default: none.
   std::function<void(const std::string&)> log;

@@ -91,20 +91,22 @@ class TensorEvaluator : public Evaluator {
       return;
     }
     const at::Tensor vectors = wrap_doubles(view.vectors, {view.nedges, 3}, device_);
-    write_outputs(compute(g, vectors, view.nlocal, halo, engine_request(req)), view, req, out, device_);
+    const at::Tensor x = view.order_positions ? wrap_doubles(view.order_positions, {view.ntotal, 3}, device_) : at::Tensor();
+    write_outputs(compute(g, vectors, view.nlocal, halo, engine_request(req), x), view, req, out, device_);
   }
 
  protected:
-  // Float64 tensors on the device, valid until the next call.
+  // Float64 tensors on the device, valid until the next call. positions [ntotal, 3]: optional, for
+  // the atom order only.
   virtual EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
-                               const EngineRequest& want) = 0;
+                               const EngineRequest& want, const at::Tensor& positions) = 0;
   // Positions mode (GraphView::positions): by default the edges within the cutoff, picked here,
   // through compute().
   virtual EngineResult compute_list(const ListTensors& list, int64_t /*list_id*/, const at::Tensor& x,
                                     const at::Tensor& cell, double min_distance, HaloExchanger* halo,
                                     const EngineRequest& want) {
     const EdgesWithin within = edges_within(list, x, cell, config().r_max, min_distance);
-    return compute(within.graph, within.vectors, list.nlocal, halo, want);
+    return compute(within.graph, within.vectors, list.nlocal, halo, want, x);
   }
 
  private:
@@ -150,7 +152,7 @@ class ReferenceEvaluator : public TensorEvaluator {
 
  protected:
   EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
-                       const EngineRequest& want) override {
+                       const EngineRequest& want, const at::Tensor& /*positions*/) override {
     const EdgeGradients eg = reference_edge_gradients(params_, g, vectors, halo, nlocal, want.any(), timer_);
     EngineResult r;
     r.node_energy = eg.node_energy;
@@ -183,8 +185,8 @@ class FastEvaluator : public TensorEvaluator {
 
  protected:
   EngineResult compute(const GraphTensors& g, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
-                       const EngineRequest& want) override {
-    return engine_.run(g, vectors, nlocal, halo, want);
+                       const EngineRequest& want, const at::Tensor& positions) override {
+    return engine_.run(g, vectors, nlocal, halo, want, positions);
   }
   EngineResult compute_list(const ListTensors& list, int64_t list_id, const at::Tensor& x, const at::Tensor& cell,
                             double min_distance, HaloExchanger* halo, const EngineRequest& want) override {

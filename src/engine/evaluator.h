@@ -30,6 +30,10 @@ struct GraphView {
   const int64_t* sender = nullptr;    // [nedges], any node
   const int64_t* receiver = nullptr;  // [nedges], < nlocal
   const double* vectors = nullptr;    // [nedges][3] x[receiver] - x[sender] (+ shift), Angstrom
+  // With vectors, optionally the positions they were made from [ntotal][3] (Angstrom): read only to
+  // order the atoms inside the fast engine (EngineOptions::atom_order; the outputs keep the caller's
+  // order). Null: the caller's order.
+  const double* order_positions = nullptr;
 
   // Positions instead of vectors (the pair styles): when `positions` is set, `vectors` is not read
   // and the evaluator forms each edge's vector x[receiver] - x[sender] - image . cell itself, so

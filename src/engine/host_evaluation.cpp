@@ -17,6 +17,7 @@ std::vector<double> to_host(const at::Tensor& t) {
 // Device copies of a graph's arrays and the evaluation of it.
 struct DeviceGraph {
   at::Tensor species, sender, receiver, vectors;
+  at::Tensor positions;  // the nodes' (GraphView::order_positions)
   GraphView view(int64_t nlocal) const {
     GraphView v;
     v.nlocal = nlocal;
@@ -26,12 +27,14 @@ struct DeviceGraph {
     v.sender = sender.data_ptr<int64_t>();
     v.receiver = receiver.data_ptr<int64_t>();
     v.vectors = vectors.data_ptr<double>();
+    v.order_positions = positions.data_ptr<double>();
     return v;
   }
 };
 
 DeviceGraph to_device(const Evaluator& ev, const std::vector<int64_t>& species, const std::vector<int64_t>& sender,
-                      const std::vector<int64_t>& receiver, const std::vector<double>& vectors) {
+                      const std::vector<int64_t>& receiver, const std::vector<double>& vectors,
+                      const std::vector<double>& positions) {
   const at::Device device(ev.device());
   const auto i64 = at::TensorOptions().dtype(at::kLong);
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
@@ -47,6 +50,7 @@ DeviceGraph to_device(const Evaluator& ev, const std::vector<int64_t>& species, 
   g.sender = copy(sender.data(), {E}, i64);
   g.receiver = copy(receiver.data(), {E}, i64);
   g.vectors = copy(vectors.data(), {E, 3}, f64);
+  g.positions = copy(positions.data(), {static_cast<int64_t>(species.size()), 3}, f64);
   return g;
 }
 
@@ -107,7 +111,7 @@ struct ResidentGraph::Impl {
 
 ResidentGraph::ResidentGraph(const Evaluator& ev, const Structure& s, const Graph& g) : impl_(std::make_unique<Impl>()) {
   check_structure(s);
-  impl_->graph = to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, edge_vectors(s, g));
+  impl_->graph = to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, edge_vectors(s, g), s.positions);
   impl_->outputs = allocate(ev, s.size(), s.size(), false);
   impl_->atoms = s.size();
 }
@@ -130,7 +134,7 @@ Prediction evaluate_structure(Evaluator& ev, const Structure& s) {
 
 Prediction evaluate_structure(Evaluator& ev, const Structure& s, const Graph& g) {
   check_structure(s);
-  const DeviceGraph dg = to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, edge_vectors(s, g));
+  const DeviceGraph dg = to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, edge_vectors(s, g), s.positions);
   DeviceOutputs d = allocate(ev, s.size(), s.size(), false);
   ev.evaluate(dg.view(s.size()), nullptr, full_request(false), d.outputs());
 
@@ -161,7 +165,7 @@ LocalPrediction evaluate_local(Evaluator& ev, const LocalGraph& g, HaloExchanger
   std::vector<double> v(3 * static_cast<std::size_t>(g.num_edges()));
   for (int e = 0; e < g.num_edges(); ++e)
     for (int d = 0; d < 3; ++d) v[3 * e + d] = g.positions[3 * g.receiver[e] + d] - g.positions[3 * g.sender[e] + d];
-  const DeviceGraph dg = to_device(ev, species, g.sender, g.receiver, v);
+  const DeviceGraph dg = to_device(ev, species, g.sender, g.receiver, v, g.positions);
   DeviceOutputs d = allocate(ev, g.nlocal, g.ntotal(), atom_virial);
   ev.evaluate(dg.view(g.nlocal), halo, full_request(atom_virial), d.outputs());
 

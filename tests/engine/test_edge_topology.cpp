@@ -3,13 +3,16 @@
 // and the first one again each give the fresh engine's answer), and padding edges and atoms to the
 // CUDA-graph bucket changes nothing (float64, also on a ghost-atom domain with per-atom virials and
 // with several edge chunks), and row-aligned chunks give node blocks that own exactly their rows'
-// edges. CPU; the graph replay itself is tested under `ctest -L gpu`.
+// edges, and a spatial atom order (atom_order.h) renames the atoms consistently and makes blocks of
+// nearby atoms. CPU; the graph replay itself is tested under `ctest -L gpu`.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "core/lattice.h"
 #include "core/local_graph.h"
 #include "core/model_file.h"
+#include "engine/step/atom_order.h"
 #include "engine/step/edge_topology.h"
 #include "engine/host_evaluation.h"
 #include "test_support.h"
@@ -156,6 +159,53 @@ TEST(EdgeTopology, RowAlignedBlocksOwnExactlyTheirRowsEdges) {
     EXPECT_EQ(chunk, static_cast<int64_t>(t.chunks.size())) << what;
     EXPECT_EQ(edge, E) << what;
   }
+}
+
+// A lattice in its generator's order (x slowest) cut into blocks of 256 atoms: each block is a strip
+// one cell thick, which most edges leave (58 %); along the space-filling curve a block is a compact
+// region and keeps more of its edges inside (those whose reverse can share its radial-MLP row).
+// The renaming is consistent: every edge joins the same two atoms, with their elements.
+TEST(EdgeTopology, SpatialOrderMakesBlocksOfNearbyAtoms) {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 12, {28, 29}, 0.05, 11);  // 6,912 atoms
+  const Graph graph = build_neighbor_list(s, 5.0);
+  const int64_t N = s.size();
+  GraphTensors g;
+  std::vector<int64_t> species(static_cast<std::size_t>(N));
+  for (int64_t i = 0; i < N; ++i) species[i] = s.atomic_numbers[i] == 28 ? 0 : 1;
+  g.species = at::tensor(species, at::kLong);
+  g.sender = at::tensor(graph.sender, at::kLong);
+  g.receiver = at::tensor(graph.receiver, at::kLong);
+  const at::Tensor x = at::tensor(s.positions, at::kDouble).reshape({N, 3});
+  const at::Tensor z = at::tensor(std::vector<int64_t>{28, 29}, at::kLong);
+  TopologyOptions o;
+  o.edge_chunk = 1 << 30;
+  o.atom_chunk = 256;
+  o.row_aligned = true;
+  auto kept_inside = [&](const EdgeTopology& t) {
+    const at::Tensor block = at::floor_divide(at::arange(N, at::kLong), 256);
+    return (block.index_select(0, t.sender) == block.index_select(0, t.receiver)).sum().item<double>() / t.edges;
+  };
+  const EdgeTopology input = EdgeTopology::build(g, N, o, z);
+  o.spatial_bin = 2.5;
+  const EdgeTopology spatial = EdgeTopology::build(g, N, o, z, x);
+  ASSERT_FALSE(input.node_order.defined());
+  ASSERT_TRUE(spatial.node_order.defined());
+  EXPECT_TRUE(at::equal(std::get<0>(at::sort(spatial.node_order)), at::arange(N, at::kLong)));
+  EXPECT_TRUE(at::equal(spatial.node_row.index_select(0, spatial.node_order), at::arange(N, at::kLong)));
+  EXPECT_FALSE(at::equal(spatial.node_order, at::arange(N, at::kLong)));
+  // The same edges between the same atoms (in the caller's names), sorted by receiver row.
+  const at::Tensor caller_s = spatial.node_order.index_select(0, spatial.sender);
+  const at::Tensor caller_r = spatial.node_order.index_select(0, spatial.receiver);
+  EXPECT_TRUE(at::equal(caller_s, g.sender.index_select(0, spatial.order)));
+  EXPECT_TRUE(at::equal(caller_r, g.receiver.index_select(0, spatial.order)));
+  EXPECT_TRUE(at::equal(spatial.species_local, g.species.index_select(0, spatial.node_order)));
+  EXPECT_TRUE(spatial.matches(g, N, o));
+  const double strips = kept_inside(input), compact = kept_inside(spatial);
+  EXPECT_GT(compact, 1.2 * strips) << "strips keep " << strips << " of the edges inside their block";
+  // Ghosts keep their place: rows [nlocal, ntotal) are the same nodes.
+  const at::Tensor with_ghosts = space_filling_order(x, N - 100, 2.5);
+  EXPECT_TRUE(at::equal(with_ghosts.narrow(0, N - 100, 100), at::arange(N - 100, N, at::kLong)));
+  EXPECT_TRUE(at::equal(std::get<0>(at::sort(with_ghosts.narrow(0, 0, N - 100))), at::arange(N - 100, at::kLong)));
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ TEST(EngineOptions, EveryKeySetsItsField) {
       {"edge_chunk", "4096"},
       {"atom_chunk", "512"}, {"memory", "2.5"},    {"sc", "generic"},         {"tf32", "yes"},
       {"reassociate", "off"}, {"radial", "spline"},   {"radial_intervals", "256"},
-      {"radial_pairs", "off"}, {"cuda_graph", "off"}, {"side_stream", "off"}};
+      {"radial_pairs", "off"}, {"atom_order", "input"}, {"cuda_graph", "off"}, {"side_stream", "off"}};
   for (const auto& [key, value] : settings) EXPECT_TRUE(set_engine_option(o, key, value)) << key;
   EXPECT_EQ(o.device, "cuda:1");
   EXPECT_EQ(o.dtype, Dtype::Float32);
@@ -47,6 +47,7 @@ TEST(EngineOptions, EveryKeySetsItsField) {
   EXPECT_EQ(o.radial, RadialMode::Spline);
   EXPECT_EQ(o.radial_intervals, 256);
   EXPECT_EQ(o.radial_pairs, Choice::Off);
+  EXPECT_EQ(o.atom_order, Choice::Off);
   EXPECT_FALSE(o.cuda_graph);
   EXPECT_FALSE(o.side_stream);
   // every key listed is one the parser knows, and nothing else is
@@ -73,6 +74,7 @@ TEST(EngineOptions, RefusalsNameTheKeyTheValueAndWhatItAccepts) {
   EXPECT_EQ(refusal("sc", "fastest"), "sc fastest: use auto, specialized or generic");
   EXPECT_EQ(refusal("tf32", "on"), "tf32 on: use auto, yes or no");
   EXPECT_EQ(refusal("radial_pairs", "sometimes"), "radial_pairs sometimes: use auto, on or off");
+  EXPECT_EQ(refusal("atom_order", "off"), "atom_order off: use auto or input");
   EXPECT_EQ(refusal("cuda_graph", "yes"), "cuda_graph yes: use on or off");
 }
 

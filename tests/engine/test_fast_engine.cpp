@@ -106,6 +106,46 @@ INSTANTIATE_TEST_SUITE_P(SharedReference, FastEngineCase, ::testing::ValuesIn(ca
          (info.param.streamed ? "_streamed" : "");
 });
 
+// A step in several node blocks keeps the owned atoms in a spatial order inside the engine (it says
+// so once); with it and without it (atom_order input) every output, per atom ones included, equals
+// the reference path in the caller's order, with the last layer's backward pass inside its forward
+// pass and the message sums of the first layer kept or recomputed.
+TEST(FastEngine, AtomOrderChangesNoOutput) {
+  const Structure s = make_cubic_lattice("fcc", 3.61, 5, {28, 29}, 0.05, 9);  // 500 atoms, x slowest
+  const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));
+  EngineOptions o;
+  o.dtype = Dtype::Float64;
+  o.path = EvaluationPath::Reference;
+  const Prediction want = evaluate_structure(*make_evaluator(file, o), s);
+  o.path = EvaluationPath::Fast;
+  for (const std::string order : {"auto", "input"})
+    for (const double memory : {0.0, 1.0}) {
+      std::vector<std::string> said;
+      set_engine_option(o, "atom_order", order);
+      o.edge_chunk = 3000;  // (~40 atoms per block)
+      o.memory_bytes = memory;  // (1 byte: the first layer's message sums recomputed per block)
+      o.log = [&](const std::string& line) { said.push_back(line); };
+      const auto fast = make_evaluator(file, o);
+      const Prediction got = evaluate_structure(*fast, s);
+      const std::string what = "atom_order " + order + (memory > 0 ? ", sums recomputed" : ", sums kept");
+      testing::expect_same_prediction(got, want, kEnergyRelTol, kAbsTol, what);
+      const auto spatial = std::count_if(said.begin(), said.end(), [](const std::string& l) {
+        return l.rfind("atom order: the owned atoms along a space-filling curve", 0) == 0;
+      });
+      EXPECT_EQ(spatial, order == "auto" ? 1 : 0) << what;
+      const auto plan = std::find_if(said.begin(), said.end(), [](const std::string& l) {
+        return l.rfind("flashmace fast engine:", 0) == 0;
+      });
+      ASSERT_NE(plan, said.end()) << what;
+      EXPECT_NE(plan->find(memory > 0 ? "message sums kept for 0 of 1 layers; the last layer's backward pass with its "
+                                        "forward pass"
+                                      : "message sums kept for 1 of 1 layers; the last layer's backward pass with its "
+                                        "forward pass"),
+                std::string::npos)
+          << *plan;
+    }
+}
+
 TEST(FastEngine, Tf32OutsideFloat32OnCudaIsAnError) {
   EngineOptions o;
   o.dtype = Dtype::Float64;
@@ -260,7 +300,7 @@ TEST(FastEngine, StreamedMessageSumsFromTheBudgetEqualReference) {
   const Structure s = make_cubic_lattice("fcc", 3.61, 5, {28, 29}, 0.05, 7);  // 500 atoms
   EXPECT_TRUE(plan_from_a_budget_equals_reference(s, 256, 0.5, 0.7, [](const std::string& plan, long long edges,
                                                                       long long chunk) {
-    return plan.find("message sums kept for 0 of 2 layers") != std::string::npos && chunk * 4 <= edges;
+    return plan.find("message sums kept for 0 of 1 layers") != std::string::npos && chunk * 4 <= edges;
   })) << "no budget gave a plan recomputing the message sums in several blocks";
 }
 
@@ -327,17 +367,23 @@ TEST_P(FastEngineDomain, GhostDomainEqualsReferenceIncludingPerAtomVirials) {
       EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << what;
       EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol) << what;
     }
-  // In place (the exchanger names the ghosts' owners): the same numbers, no staged exchange.
-  testing::LocalOwnersExchanger in_place(lg.nlocal, owner);
+  // In place (the exchanger names the ghosts' owners): the same numbers, no staged exchange; in
+  // chunks, with the owned atoms in the engine's spatial order (the owners renamed).
+  for (const int64_t chunk : {int64_t{0}, int64_t{13}}) {
+    testing::LocalOwnersExchanger in_place(lg.nlocal, owner);
+    const auto fast = evaluator(GetParam(), "fast", chunk, chunk);
+    const LocalPrediction got = evaluate_local(*fast, lg, &in_place, true);
+    const std::string what = "in place, chunks of " + std::to_string(chunk);
+    EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol) << what;
+    EXPECT_LE(testing::max_abs_diff(got.node_energy, want.node_energy), kAbsTol) << what;
+    EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol) << what;
+    EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol) << what;
+    EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol) << what;
+    EXPECT_EQ(in_place.staged, 0) << what;
+    EXPECT_EQ(in_place.local_forward, fast->config().num_interactions - 1) << what;
+    EXPECT_EQ(in_place.local_reverse, fast->config().num_interactions - 1) << what;
+  }
   const auto fast = evaluator(GetParam(), "fast");
-  const LocalPrediction got = evaluate_local(*fast, lg, &in_place, true);
-  EXPECT_LE(std::abs(got.energy - want.energy) / std::abs(want.energy), kEnergyRelTol);
-  EXPECT_LE(testing::max_abs_diff(got.forces, want.forces), kAbsTol);
-  EXPECT_LE(testing::max_abs_diff(flat(got.virial), flat(want.virial)), kAbsTol);
-  EXPECT_LE(testing::max_abs_diff(got.atom_virial, want.atom_virial), kAbsTol);
-  EXPECT_EQ(in_place.staged, 0);
-  EXPECT_EQ(in_place.local_forward, fast->config().num_interactions - 1);
-  EXPECT_EQ(in_place.local_reverse, fast->config().num_interactions - 1);
   // Rows handed over in the model's memory (the Kokkos style's exchanger), both paths: the same
   // numbers, every exchange through that exchanger.
   for (const std::string path : {"fast", "reference"}) {

@@ -112,7 +112,7 @@ BAD_DECKS = [
      "this evaluator is float64 on cpu"),
     ("unknown_keyword", deck(pair="pair_style mace/flash chunk 4"),
      "Illegal pair_style mace/flash keyword chunk: known are device, dtype, head, charge, spin, elec_temp, path, edge_chunk, atom_chunk, "
-     "memory, sc, tf32, reassociate, radial, radial_intervals, radial_pairs, cuda_graph, side_stream, exchange"),
+     "memory, sc, tf32, reassociate, radial, radial_intervals, radial_pairs, atom_order, cuda_graph, side_stream, exchange"),
     ("radial_spline_on_the_reference_path", deck(pair=f"pair_style mace/flash path reference radial spline\npair_coeff * * {TINY} Cu Ni"),
      "radial spline is a fast-path mode (the reference path runs the exact radial MLP); use path fast or radial exact"),
     ("bad_radial_intervals", deck(pair="pair_style mace/flash radial_intervals 5"),

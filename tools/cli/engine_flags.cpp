@@ -23,6 +23,9 @@ const char* const kEngineFlagsUsage =
     "                                   with their measured error printed (opt-in, docs/pair_style.md)\n"
     "  --radial-intervals N             radial spline: the tables' intervals (default: the dtype's tolerance)\n"
     "  --radial-pairs auto|on|off       fast path: one radial MLP per pair of reverse edges (default auto)\n"
+    "  --atom-order auto|input          fast path: steps that recompute in several node blocks order the atoms\n"
+    "                                   along a space-filling curve inside the engine (auto, default) or keep\n"
+    "                                   the input's order\n"
     "  --cuda-graph on|off              fast path on CUDA: replay steps that fit one chunk as CUDA graphs (on)\n"
     "  --side-stream on|off             fast path on CUDA: later layers' radial MLPs on a second stream (on)\n";
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "engine/ops/graph_checks.h"
+#include "engine/step/atom_order.h"
 #include "engine/step/message_stage.h"
 
 namespace flashmace {
@@ -101,11 +102,23 @@ at::Tensor receiver_element_key(const at::Tensor& receiver, const at::Tensor& se
   return receiver * num_elements + species.index_select(0, sender);
 }
 
-EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const TopologyOptions& o,
-                                 const at::Tensor& atomic_numbers) {
+EdgeTopology EdgeTopology::build(const GraphTensors& caller, int64_t nlocal, const TopologyOptions& o,
+                                 const at::Tensor& atomic_numbers, const at::Tensor& positions) {
   static std::atomic<int64_t> builds{0};
   EdgeTopology t;
   t.id = ++builds;
+  // The caller's graph in the topology's rows (the caller's arrays stay for matches()).
+  GraphTensors g = caller;
+  if (o.spatial_bin > 0) {
+    if (!positions.defined() || positions.size(0) != caller.species.size(0))
+      throw Error("edge topology: a spatial order needs the positions of all " +
+                  std::to_string(caller.species.size(0)) + " atoms");
+    t.node_order = space_filling_order(positions, nlocal, o.spatial_bin);
+    t.node_row = at::empty_like(t.node_order).index_put_({t.node_order}, at::arange(t.node_order.size(0), t.node_order.options()));
+    g.species = caller.species.index_select(0, t.node_order);
+    g.sender = t.node_row.index_select(0, caller.sender);
+    g.receiver = t.node_row.index_select(0, caller.receiver);
+  }
   t.edges = g.sender.size(0);
   t.atoms = g.species.size(0);
   t.nlocal = nlocal;
@@ -181,9 +194,9 @@ EdgeTopology EdgeTopology::build(const GraphTensors& g, int64_t nlocal, const To
   for (const NodeBlock& b : t.blocks)
     t.atom_groups.push_back(group_species(t.species_local.narrow(0, b.row0, b.nrows), present_local));
 
-  t.species_in_ = g.species.clone();
-  t.sender_in_ = g.sender.clone();
-  t.receiver_in_ = g.receiver.clone();
+  t.species_in_ = caller.species.clone();
+  t.sender_in_ = caller.sender.clone();
+  t.receiver_in_ = caller.receiver.clone();
   return t;
 }
 
@@ -257,7 +270,7 @@ std::vector<at::Tensor*> EdgeTopology::device_tensors() {
   for (auto& g : atom_groups)
     for (at::Tensor* s : {&g.element_index, &g.batched_rows, &g.place})
       if (s->defined()) t.push_back(s);
-  for (at::Tensor* s : {&receiver_counts, &sender_counts, &receiver_ptr, &sender_ptr, &sender_order})
+  for (at::Tensor* s : {&receiver_counts, &sender_counts, &receiver_ptr, &sender_ptr, &sender_order, &node_order, &node_row})
     if (s->defined()) t.push_back(s);
   return t;
 }

@@ -55,10 +55,14 @@ struct TopologyOptions {
   bool edge_elements = true;    // the edges' atomic numbers (read by a distance transform and ZBL)
   bool sender_csr = false;      // build each chunk's sender CSR (layers after the first)
   bool atom_sums = false;       // build the per-atom edge counts and sender order (forces, virials)
+  // Owned atoms in the order of space_filling_order (atom_order.h) over the positions given to
+  // build(), bins of this many Angstrom (0: the caller's order).
+  double spatial_bin = 0;
   bool operator==(const TopologyOptions& o) const {
     return edge_chunk == o.edge_chunk && atom_chunk == o.atom_chunk && row_aligned == o.row_aligned &&
            edge_elements == o.edge_elements && padded_edges == o.padded_edges &&
-           padded_atoms == o.padded_atoms && sender_csr == o.sender_csr && atom_sums == o.atom_sums;
+           padded_atoms == o.padded_atoms && sender_csr == o.sender_csr && atom_sums == o.atom_sums &&
+           spatial_bin == o.spatial_bin;
   }
 };
 
@@ -70,10 +74,10 @@ at::Tensor receiver_element_key(const at::Tensor& receiver, const at::Tensor& se
 class EdgeTopology {
  public:
   // graph: species [ntotal], sender/receiver [E] int64 on one device, receivers < nlocal;
-  // atomic_numbers [Z] of the model on that device.
-  // (padding edges need at least one atom and one owned atom)
+  // atomic_numbers [Z] of the model on that device; positions [ntotal, 3] float64 (read only with
+  // options.spatial_bin > 0). (padding edges need at least one atom and one owned atom)
   static EdgeTopology build(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options,
-                            const at::Tensor& atomic_numbers);
+                            const at::Tensor& atomic_numbers, const at::Tensor& positions = {});
 
   // The shape of a topology of o.padded_edges edges in one chunk over the nlocal owned rows, for a
   // compaction to fill (skin_list.h): what depends on the species only (elements present, species
@@ -96,6 +100,9 @@ class EdgeTopology {
   int64_t id = 0;  // unique per build(): equal ids mean the same connectivity
 
   at::Tensor order;                       // [padded_edges] caller's edge index of each sorted edge (>= edges: padding)
+  // With spatial_bin: the caller's node of each of the topology's rows [atoms] and its inverse, the
+  // row of each caller's node [atoms]; every node index below is a row (undefined: rows are nodes).
+  at::Tensor node_order, node_row;
   at::Tensor sender, receiver;            // [padded_edges] in receiver order
   at::Tensor z_sender, z_receiver;        // [padded_edges] atomic numbers (edge_elements; else undefined)
   std::vector<int64_t> present;           // elements of all atoms (sorted)

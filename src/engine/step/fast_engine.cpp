@@ -86,9 +86,13 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
       project_.emplace_back(L.density ? L.linear : L.linear / L.avg_num_neighbors, L.tp.mid, L.target);
     node_linears_.emplace_back(p_, t);
   }
+  estimate_costs();
+}
 
-  // Memory estimates from the shapes (element size x live values; on the H200 runs of
-  // bench/RESULTS.md they come out ~20 % above the measured peaks).
+// Memory estimates from the shapes (element size x live values; on the H200 runs of bench/RESULTS.md
+// they come out ~20 % above the measured peaks).
+void FastEngine::estimate_costs() {
+  const MaceConfig& c = p_.config;
   const double s = static_cast<double>(at::elementSize(p_.options.dtype().toScalarType()));
   for (std::size_t t = 0; t < p_.layers.size(); ++t) {
     const InteractionParams& L = p_.layers[t];
@@ -126,7 +130,8 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     costs_.sums_per_atom.push_back(s * (target + 1));  // message sums and density sums
     if (L.nonlinear) costs_.resident_per_atom += s * 2 * L.edge.dim();  // linear_res reads hu, and its gradient
   }
-  costs_.resident_per_atom += 8 * 8;  // float64 energies and bookkeeping
+  costs_.last_layer_fused = true;  // (layer_passes.cpp: fused_backward)
+  costs_.resident_per_atom += 8 * 8 + 2 * 8;  // float64 energies and bookkeeping, the atom order and its inverse
   // Per edge for the whole step: the edge topology (edge_topology.h: order, sorted senders, receivers,
   // their element slots, chunk rows, sender CSR, the per-atom sums' sender order, the caller's senders
   // and receivers to compare with, atomic numbers where edge_elements(): 9 or 11 int64), the sorted
@@ -202,9 +207,9 @@ void FastEngine::update_plan(int64_t atoms, int64_t edges) {
 
 
 void FastEngine::update_topology(const GraphTensors& g, int64_t nlocal, const TopologyOptions& options,
-                                 bool keep_storage) {
+                                 bool keep_storage, const at::Tensor& positions) {
   if (topology_.matches(g, nlocal, options)) return;
-  EdgeTopology t = EdgeTopology::build(g, nlocal, options, p_.atomic_numbers);
+  EdgeTopology t = EdgeTopology::build(g, nlocal, options, p_.atomic_numbers, positions);
   ++counters_.topology_builds;
   if (keep_storage && graph_ && topology_.same_shape(t)) {
     topology_.assign_keeping_storage(t);  // the captured step reads these tensors
@@ -213,6 +218,22 @@ void FastEngine::update_topology(const GraphTensors& g, int64_t nlocal, const To
     graph_.reset();
   }
   choose_first_layer();
+}
+
+// Compact node blocks (atom_order.h) pay where a recompute plan runs several of them: on an H100 at
+// 1,000,188 atoms of fcc Cu (MP-0-medium shape, float32, blocks of 22k atoms: slabs 5 A thick in
+// the lattice's order) the step is 1.075x faster; at 256,000 atoms (slabs of 21 A) it is the same,
+// and a no-recompute plan's edge chunks at 62,500 atoms gained nothing (bench/RESULTS.md). Bins of
+// half the cutoff: a few atoms each, so that the curve's order inside a block matters little. Not
+// with an exchange through other processes, which read the owned rows in the caller's order.
+double FastEngine::spatial_bin(const at::Tensor& positions, int64_t nlocal, int64_t edges, HaloExchanger* halo) const {
+  if (options_.atom_order == Choice::Off || !positions.defined() || nlocal < 2 || !plan_.recompute) return 0;
+  if (plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal) return 0;
+  if (halo) {
+    const std::vector<int>* owners = halo->local_owners();
+    if (!owners || static_cast<int64_t>(owners->size()) != positions.size(0) - nlocal) return 0;
+  }
+  return 0.5 * p_.config.r_max;
 }
 
 // The caller's edge vectors in topology_'s order, float64. Padding edges get a vector beyond every
@@ -234,10 +255,13 @@ void FastEngine::update_local_exchange() {
     local_ = LocalExchange{};
     return;
   }
-  if (local_.owner.defined() && *owners == local_.host) return;  // the same ghosts (no new neighbour list)
+  // (the same ghosts and the same rows: no new neighbour list)
+  if (local_.owner.defined() && *owners == local_.host && local_.topology == topology_.id) return;
   local_.host = *owners;
-  const at::Tensor owner =
+  local_.topology = topology_.id;
+  at::Tensor owner =
       at::tensor(std::vector<int64_t>(owners->begin(), owners->end()), at::kLong).to(p_.options.device());
+  if (topology_.node_row.defined()) owner = topology_.node_row.index_select(0, owner);  // (ghost rows stay)
   const auto sorted = at::sort(owner, /*stable=*/true, /*dim=*/0, /*descending=*/false);
   const auto unique = at::unique_consecutive(std::get<0>(sorted), /*return_inverse=*/false, /*return_counts=*/true);
   local_.owner = owner;
@@ -293,7 +317,7 @@ void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
 }
 
 EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64, int64_t nlocal, HaloExchanger* halo,
-                             const EngineRequest& want) {
+                             const EngineRequest& want, const at::Tensor& positions) {
   const at::NoGradGuard no_grad;  // every gradient below is written out; no autograd tape
   leave_list();
   const int64_t ntotal = g.species.size(0);
@@ -324,18 +348,34 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     options.padded_edges = edges;
     options.padded_atoms = atoms;
   }
+  options.spatial_bin = spatial_bin(positions, nlocal, edges, halo);
+  if (options.spatial_bin > 0 && !spatial_said_ && options_.log) {
+    spatial_said_ = true;
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "atom order: the owned atoms along a space-filling curve through %.2f A bins, for node blocks "
+                  "of nearby atoms (atom_order auto)",
+                  options.spatial_bin);
+    options_.log(line);
+  }
   if (timer_) timer_->start();
-  update_topology(g, nlocal, options, use_graph);
+  update_topology(g, nlocal, options, use_graph, positions);
   halo_ = halo;
   update_local_exchange();
   graphed_ = use_graph;
   const EdgeTopology& topo = topology_;
 
-  // The graph's atoms, without the padding rows.
+  // The graph's atoms, without the padding rows, in the caller's order.
   auto finish = [&](const EngineResult& out) {
     EngineResult r = out;
     if (r.forces.defined()) r.forces = r.forces.narrow(0, 0, ntotal);
     if (r.atom_virial.defined()) r.atom_virial = r.atom_virial.narrow(0, 0, ntotal);
+    if (topo.node_row.defined()) {
+      const at::Tensor& row = topo.node_row;
+      r.node_energy = r.node_energy.index_select(0, row.narrow(0, 0, nlocal));
+      if (r.forces.defined()) r.forces = r.forces.index_select(0, row);
+      if (r.atom_virial.defined()) r.atom_virial = r.atom_virial.index_select(0, row);
+    }
     return r;
   };
 

@@ -65,9 +65,10 @@ class FastEngine {
   void set_stage_timer(StageTimer* timer) { timer_ = timer; }
 
   // graph: species [ntotal], sender/receiver [E] (int64); vectors [E, 3] float64; all on the model's
-  // device. Ghost rows are exchanged through `halo` (may be null).
+  // device. Ghost rows are exchanged through `halo` (may be null). positions [ntotal, 3] float64
+  // (optional) are read for the atom order only (EngineOptions::atom_order).
   EngineResult run(const GraphTensors& graph, const at::Tensor& vectors, int64_t nlocal, HaloExchanger* halo,
-                   const EngineRequest& want);
+                   const EngineRequest& want, const at::Tensor& positions = {});
 
   // A neighbour list with its skin, kept between list builds (skin_list.h): `list` is read only
   // when list_id differs from the last call's; every call brings positions [ntotal, 3] and the cell
@@ -123,6 +124,7 @@ class FastEngine {
   // their ghost counts for deterministic per-owner sums. Undefined: staged through the exchanger.
   struct LocalExchange {
     std::vector<int> host;  // the exchanger's owners these were made from
+    int64_t topology = 0;   // the topology whose rows they are
     at::Tensor owner, perm, owners, counts;
   };
   LocalExchange local_;
@@ -135,15 +137,20 @@ class FastEngine {
   at::Tensor cell_;       // the caller's cell tensor the list's shifts were made with
   std::unique_ptr<SegmentedCudaGraph> compaction_;
   bool graphed_ = false;
+  bool spatial_said_ = false;  // the atom order's log line was printed
   EvaluationCounters counters_;  // topology builds, graph captures and replays (pairs: pair_cache_)
 
   void build_radial_splines(const ModelFile& file);  // radial spline: one table per layer
+  void estimate_costs();  // costs_ from the model's shapes
   void choose_first_layer();  // reassociate auto: per element or per edge, from topology_'s elements
   void update_plan(int64_t atoms, int64_t edges);
   // Whether the edges' atomic numbers are read (a distance transform, ZBL): else the topology
   // holds none.
   bool edge_elements() const { return p_.zbl || !p_.config.distance_transform.empty(); }
-  void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage);
+  void update_topology(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options, bool keep_storage,
+                       const at::Tensor& positions);
+  // The bins of the atom order for a step of this plan (0: the caller's order).
+  double spatial_bin(const at::Tensor& positions, int64_t nlocal, int64_t edges, HaloExchanger* halo) const;
   // The pairs of a captured step from graph_v64_: kept while still valid, else made anew and copied
   // into the captured tensors (or the graph dropped when their padded row count changed).
   void update_graph_pairs();
@@ -168,7 +175,11 @@ class FastEngine {
   void backward_nodes(StepState& s, int layer, at::Tensor* dh, at::Tensor* dhu);
   void backward_edges(StepState& s, int layer, at::Tensor* dhu);
   void backward_blocks(StepState& s, int layer, at::Tensor* dh, at::Tensor* dhu);
+  void block_backward(StepState& s, int layer, std::size_t block, const NodeChunkInput& in, NodeChunkState& node_state,
+                      std::vector<MessageChunkState>* states, at::Tensor* dh, at::Tensor* dhu);
+  bool fused_backward(const StepState& s, int layer) const;
   void backward_layer(StepState& s, int layer);
+  void backward_layer_end(StepState& s, int layer, const at::Tensor& dh, const at::Tensor& dhu);
   void add_side_grad_v(StepState& s);
   void finish_gradients(StepState& s, EngineResult* out);
   void exchange(const at::Tensor& rows, bool forward) const;

@@ -52,7 +52,18 @@ struct FastEngine::StepState {
   at::Tensor grad_v;                         // [padded edges, 3] dE/dv (model dtype)
   std::vector<at::Tensor> side_grad_v;       // per chunk, summed on the side stream (beside)
   at::Tensor gh;                             // dE/d(h_local) of the layer being differentiated
+  // The last layer of a recompute plan runs its backward pass block by block right after the
+  // block's forward pass (fused_backward): its gradients of the input features and their linear_up.
+  at::Tensor fused_dh, fused_dhu;
 };
+
+// Whether layer t's backward pass runs inside its forward pass: the last layer of a recompute plan.
+// Its output features feed nothing but the energies, so a block's gradient is complete once the
+// block ran forward: its chunks' and node states are used right away, neither kept for all atoms
+// nor recomputed.
+bool FastEngine::fused_backward(const StepState& s, int t) const {
+  return s.want->any() && !s.keep && t == p_.config.num_interactions - 1;
+}
 
 // Whether layer t's chunk k shares its radial MLP rows between reverse-edge pairs (where the step has
 // pairs and the layer can: MessageLayer::shares_pairs).
@@ -186,7 +197,15 @@ void FastEngine::forward_layer(StepState& s, int t) {
     S.hu = up_[t].forward(S.h);
   }
   const std::vector<NodeBlock>& blocks = topology_.blocks;
-  const bool store = s.want->any() && (s.keep || plan_.kept_sums[t]);
+  const bool fused = fused_backward(s, t);
+  if (fused) {
+    s.gh = at::zeros({nlocal, L.out.dim()}, p_.options);  // (no later layer reads its features)
+    if (t > 0) {
+      s.fused_dh = at::zeros({topology_.padded_atoms, L.in.dim()}, p_.options);
+      s.fused_dhu = at::zeros({topology_.padded_atoms, L.edge.dim()}, p_.options);
+    }
+  }
+  const bool store = s.want->any() && (s.keep || plan_.kept_sums[t]) && !fused;
   if (store) {
     const bool whole = blocks.size() == 1 && one_chunk_block(0);
     S.mlin = whole ? at::empty({nlocal, L.projected_dim()}, p_.options) : at::zeros({nlocal, L.projected_dim()}, p_.options);
@@ -207,11 +226,15 @@ void FastEngine::forward_layer(StepState& s, int t) {
     if (s.keep)
       for (MessageChunkState& st : states) S.edges.push_back(std::move(st));
     NodeChunkState state;
-    const NodeChunkOutput out =
-        node_chunk_forward(p_, t, node_linears_[t], sc_[t], node_input(s, t, b, mlin, dens), &state, timer_);
+    const NodeChunkInput in = node_input(s, t, b, mlin, dens);
+    const NodeChunkOutput out = node_chunk_forward(p_, t, node_linears_[t], sc_[t], in, &state, timer_);
     s.h_local.narrow(0, B.row0, B.nrows).copy_(out.h);
     s.energy.narrow(0, B.row0, B.nrows).add_(out.energy);
     if (s.keep) S.nodes.push_back(std::move(state));
+    if (fused) {
+      lap(timer_, "nodes_forward");
+      block_backward(s, t, b, in, state, &states, &s.fused_dh, &s.fused_dhu);
+    }
   }
   lap(timer_, "nodes_forward");
 }
@@ -277,6 +300,11 @@ void FastEngine::backward_layer(StepState& s, int t) {
   StepState::Layer& S = s.layers[t];
   const int64_t nlocal = topology_.nlocal, atoms = topology_.padded_atoms;
   if (!s.gh.defined()) s.gh = at::zeros({nlocal, L.out.dim()}, p_.options);
+  if (fused_backward(s, t)) {  // (ran with the forward pass)
+    backward_layer_end(s, t, s.fused_dh, s.fused_dhu);
+    s.fused_dh = s.fused_dhu = at::Tensor();
+    return;
+  }
   at::Tensor dh = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
   // The zeros the conv TP backward sums dR into are cleared on the side stream meanwhile.
   const bool dR_ahead = s.beside && t > 0 && !message_layer(t).first;
@@ -296,13 +324,20 @@ void FastEngine::backward_layer(StepState& s, int t) {
   } else {
     backward_blocks(s, t, &dh, &dhu);
   }
+  backward_layer_end(s, t, dh, dhu);
+}
+
+// The end of layer t's backward pass: d(input features) with linear_up's transpose, exchanged back
+// to the ghosts' owners, become the previous layer's output gradient.
+void FastEngine::backward_layer_end(StepState& s, int t, const at::Tensor& dh, const at::Tensor& dhu) {
+  StepState::Layer& S = s.layers[t];
   S.mlin = S.dmlin = S.dens = S.ddens = at::Tensor();
   if (t > 0) {
     up_[t].transpose_into(dhu, dh, /*accumulate=*/true);
     if (halo_) add_side_grad_v(s);  // (a capture segment may end at the exchange)
     if (halo_) (*s.cut)([this, dh] { exchange(dh, /*forward=*/false); });
     lap(timer_, "halo_exchange");
-    s.gh = dh.narrow(0, 0, nlocal);
+    s.gh = dh.narrow(0, 0, topology_.nlocal);
   }
 }
 
@@ -330,29 +365,42 @@ void FastEngine::backward_blocks(StepState& s, int t, at::Tensor* dh, at::Tensor
     const NodeChunkInput in = node_input(s, t, b, mlin, dens);
     NodeChunkState node_state;
     node_chunk_forward(p_, t, node_linears_[t], sc_[t], in, &node_state, timer_);
-    const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, node_state,
-                                                      s.gh.narrow(0, B.row0, B.nrows), p_.config.scale.front(), timer_);
-    if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
-    if (t > 0 && gi.hu_in.defined()) dhu->narrow(0, B.row0, B.nrows).add_(gi.hu_in);
-    lap(timer_, "nodes_backward");
-    for (int64_t j = 0; j < B.nchunks; ++j) {
-      const std::size_t k = static_cast<std::size_t>(B.chunk0 + j);
-      const EdgeChunk& ch = topology_.chunks[k];
-      const MessageChunkInput msg = message_input(s, k, t, S.hu);
-      MessageChunkState state;
-      if (recomputed)
-        state = std::move(states[j]);
-      else
-        message_chunk_forward(geometry_, message_layer(t), msg, &state, /*aggregate=*/false, timer_);
-      // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
-      const at::Tensor dagg = project_[t].transpose(gi.mlin.narrow(0, ch.row0 - B.row0, ch.nrows));
-      const at::Tensor dd = L.density_sums() ? gi.density.narrow(0, ch.row0 - B.row0, ch.nrows) : at::Tensor();
-      lap(timer_, "edges_backward");
-      s.grad_v.narrow(0, ch.begin, ch.count)
-          .add_(message_chunk_backward(geometry_, message_layer(t), msg, state, dagg, dd, dhu, timer_));
-    }
-    lap(timer_, "edges_backward");
+    if (!recomputed) states.clear();
+    block_backward(s, t, b, in, node_state, &states, dh, dhu);
   }
+}
+
+// Block b of layer t backward from its node input and node state: its node work, then its chunks
+// with dE/dv into s.grad_v, d(input features) into *dh and d(up-projected features) into *dhu.
+// Chunk states: those *states holds (one per chunk of the block), else recomputed (geometry and
+// radial MLP) chunk by chunk.
+void FastEngine::block_backward(StepState& s, int t, std::size_t b, const NodeChunkInput& in, NodeChunkState& node_state,
+                                std::vector<MessageChunkState>* states, at::Tensor* dh, at::Tensor* dhu) {
+  const InteractionParams& L = p_.layers[t];
+  const NodeBlock& B = topology_.blocks[b];
+  const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, node_state,
+                                                    s.gh.narrow(0, B.row0, B.nrows), p_.config.scale.front(), timer_);
+  if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
+  if (t > 0 && gi.hu_in.defined()) dhu->narrow(0, B.row0, B.nrows).add_(gi.hu_in);
+  lap(timer_, "nodes_backward");
+  const bool kept = static_cast<int64_t>(states->size()) == B.nchunks;
+  for (int64_t j = 0; j < B.nchunks; ++j) {
+    const std::size_t k = static_cast<std::size_t>(B.chunk0 + j);
+    const EdgeChunk& ch = topology_.chunks[k];
+    const MessageChunkInput msg = message_input(s, k, t, s.layers[t].hu);
+    MessageChunkState state;
+    if (kept)
+      state = std::move((*states)[j]);
+    else
+      message_chunk_forward(geometry_, message_layer(t), msg, &state, /*aggregate=*/false, timer_);
+    // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
+    const at::Tensor dagg = project_[t].transpose(gi.mlin.narrow(0, ch.row0 - B.row0, ch.nrows));
+    const at::Tensor dd = L.density_sums() ? gi.density.narrow(0, ch.row0 - B.row0, ch.nrows) : at::Tensor();
+    lap(timer_, "edges_backward");
+    s.grad_v.narrow(0, ch.begin, ch.count)
+        .add_(message_chunk_backward(geometry_, message_layer(t), msg, state, dagg, dd, dhu, timer_));
+  }
+  lap(timer_, "edges_backward");
 }
 
 // The side stream's dE/dv, added once it is done.
@@ -404,14 +452,15 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
   if (s.beside) prepare_radials_beside(s);
 
   if (p_.zbl) zbl_forward(s);
+  if (want.any()) {
+    s.grad_v = at::zeros({v64.size(0), 3}, p_.options);
+    s.side_grad_v.resize(topology_.chunks.size());
+  }
   for (int t = 0; t < T; ++t) forward_layer(s, t);
   result->node_energy =
       (c.scale.front() * s.energy + c.shift.front()).to(at::kDouble) +
       p_.atomic_energies_f64.index_select(0, topology_.species_local);
   if (!want.any()) return;
-
-  s.grad_v = at::zeros({v64.size(0), 3}, p_.options);
-  s.side_grad_v.resize(topology_.chunks.size());
   for (int t = T - 1; t >= 0; --t) backward_layer(s, t);
   finish_gradients(s, result);
 }

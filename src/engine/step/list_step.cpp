@@ -114,7 +114,7 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
   if (!skin_) {
     // The vectors path: the edges within the cutoff, picked here.
     const EdgesWithin within = edges_within(list, positions, cell, r_max, min_distance);
-    EngineResult r = run(within.graph, within.vectors, list.nlocal, halo, want);
+    EngineResult r = run(within.graph, within.vectors, list.nlocal, halo, want, positions);
     list_id_ = 0;  // (run() left list mode; the next call adopts the list again)
     return r;
   }

@@ -27,8 +27,9 @@ std::string MemoryPlan::describe(int64_t atoms, int64_t edges) const {
                   " edges: edge chunk " + std::to_string(edge_chunk) + ", atom chunk " + std::to_string(atom_chunk);
   if (recompute) {
     const auto kept = std::count(kept_sums.begin(), kept_sums.end(), true);
-    s += ", recompute in backward (message sums kept for " + std::to_string(kept) + " of " +
-         std::to_string(kept_sums.size()) + " layers)";
+    const std::size_t layers = kept_sums.size() - (last_layer_fused && !kept_sums.empty() ? 1 : 0);
+    s += ", recompute in backward (message sums kept for " + std::to_string(kept) + " of " + std::to_string(layers) +
+         " layers" + (last_layer_fused ? "; the last layer's backward pass with its forward pass" : "") + ")";
   } else {
     s += ", no recompute";
   }
@@ -85,8 +86,11 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
   // such block, the blocks get that size or half the budget, whichever is less: the plan then
   // cannot meet the budget and says so in its predicted peak.
   double stored = 0;
-  for (const double layer : c.sums_per_atom) {
-    const bool keep = resident + stored + N * layer + min_block <= budget;
+  plan.last_layer_fused = c.last_layer_fused;
+  for (std::size_t t = 0; t < c.sums_per_atom.size(); ++t) {
+    const double layer = c.sums_per_atom[t];
+    const bool fused = c.last_layer_fused && t + 1 == c.sums_per_atom.size();
+    const bool keep = !fused && resident + stored + N * layer + min_block <= budget;
     plan.kept_sums.push_back(keep);
     if (keep) stored += N * layer;
   }

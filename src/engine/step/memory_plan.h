@@ -21,6 +21,9 @@ struct StageCosts {
   // Per layer: its projected message sums per atom, and their gradient while the layer's backward
   // pass runs, when they are kept for all atoms.
   std::vector<double> sums_per_atom;
+  // Recompute plans run the last layer's backward pass block by block right after the block's
+  // forward pass: that layer's sums are never kept.
+  bool last_layer_fused = false;
 };
 
 struct MemoryPlan {
@@ -31,12 +34,13 @@ struct MemoryPlan {
   // pass (else each node block's are recomputed with its edges in the backward pass, which then
   // runs the block's messages forward instead of only their geometry and radial MLP).
   std::vector<bool> kept_sums;
+  bool last_layer_fused = false;  // recompute plans: StageCosts::last_layer_fused (its kept_sums false)
   double predicted_peak = 0;   // bytes
   int64_t largest_atoms = 0;   // the most atoms that fit the budget at this plan's edges per atom
   std::string describe(int64_t atoms, int64_t edges) const;
   bool same_shape(const MemoryPlan& o) const {
     return recompute == o.recompute && edge_chunk == o.edge_chunk && atom_chunk == o.atom_chunk &&
-           kept_sums == o.kept_sums;
+           kept_sums == o.kept_sums && last_layer_fused == o.last_layer_fused;
   }
 };
 
