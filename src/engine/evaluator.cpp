@@ -91,7 +91,8 @@ class TensorEvaluator : public Evaluator {
       return;
     }
     const at::Tensor vectors = wrap_doubles(view.vectors, {view.nedges, 3}, device_);
-    const at::Tensor x = view.order_positions ? wrap_doubles(view.order_positions, {view.ntotal, 3}, device_) : at::Tensor();
+    const at::Tensor x =
+        view.order_positions ? wrap_doubles(view.order_positions, {view.ntotal, 3}, device_) : at::Tensor();
     write_outputs(compute(g, vectors, view.nlocal, halo, engine_request(req), x), view, req, out, device_);
   }
 

@@ -134,7 +134,8 @@ Prediction evaluate_structure(Evaluator& ev, const Structure& s) {
 
 Prediction evaluate_structure(Evaluator& ev, const Structure& s, const Graph& g) {
   check_structure(s);
-  const DeviceGraph dg = to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, edge_vectors(s, g), s.positions);
+  const DeviceGraph dg =
+      to_device(ev, element_indices(ev.config(), s), g.sender, g.receiver, edge_vectors(s, g), s.positions);
   DeviceOutputs d = allocate(ev, s.size(), s.size(), false);
   ev.evaluate(dg.view(s.size()), nullptr, full_request(false), d.outputs());
 

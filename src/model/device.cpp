@@ -125,6 +125,18 @@ int64_t peak_memory_bytes(const std::string& device) {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
+int64_t peak_reserved_bytes(const std::string& device) {
+#ifdef FLASHMACE_TORCH_CUDA
+  if (is_cuda(device)) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
+    return stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#else
+  (void)device;
+#endif
+  return 0;
+}
+
 int64_t device_memory_in_use(const std::string& device) {
 #ifdef FLASHMACE_TORCH_CUDA
   if (is_cuda(device)) {

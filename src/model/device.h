@@ -37,6 +37,10 @@ void release_cached_memory(const std::string& device);
 // Peak bytes allocated on a CUDA device since the last reset; for "cpu", the process's peak
 // resident set size (which never resets).
 int64_t peak_memory_bytes(const std::string& device);
+// Peak bytes the caching allocator reserved on a CUDA device since the last reset: its blocks in use
+// or cached, CUDA graphs' private pools included (memory a replayed graph uses without allocating);
+// 0 for "cpu".
+int64_t peak_reserved_bytes(const std::string& device);
 // What a CUDA device has in use, by every allocation of every process on it (total minus free:
 // LibTorch's cache, a Kokkos LAMMPS's own arrays and contexts included); for "cpu", the process's
 // peak resident set size.

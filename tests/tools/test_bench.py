@@ -54,6 +54,8 @@ def test_breakdown_gives_each_stage_its_memory_peak(tmp_path):
     assert max(peaks.values()) == r["cpu_block_peak_bytes"]
     assert peaks["edges_backward"] > peaks["edge_geometry"] > 0
     assert r["cpu_block_peak_bytes"] <= r["peak_memory_bytes"]  # (within the process's resident peak)
+    # (the allocator's reserved peak is a GPU reading: none on the CPU, and no GPU line)
+    assert r["peak_reserved_bytes"] == 0 and "GPU memory" not in stdout
     assert "MiB" in stdout.split("breakdown")[1]
 
 

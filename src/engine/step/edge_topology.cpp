@@ -114,7 +114,8 @@ EdgeTopology EdgeTopology::build(const GraphTensors& caller, int64_t nlocal, con
       throw Error("edge topology: a spatial order needs the positions of all " +
                   std::to_string(caller.species.size(0)) + " atoms");
     t.node_order = space_filling_order(positions, nlocal, o.spatial_bin);
-    t.node_row = at::empty_like(t.node_order).index_put_({t.node_order}, at::arange(t.node_order.size(0), t.node_order.options()));
+    t.node_row = at::empty_like(t.node_order)
+                     .index_put_({t.node_order}, at::arange(t.node_order.size(0), t.node_order.options()));
     g.species = caller.species.index_select(0, t.node_order);
     g.sender = t.node_row.index_select(0, caller.sender);
     g.receiver = t.node_row.index_select(0, caller.receiver);
@@ -270,7 +271,8 @@ std::vector<at::Tensor*> EdgeTopology::device_tensors() {
   for (auto& g : atom_groups)
     for (at::Tensor* s : {&g.element_index, &g.batched_rows, &g.place})
       if (s->defined()) t.push_back(s);
-  for (at::Tensor* s : {&receiver_counts, &sender_counts, &receiver_ptr, &sender_ptr, &sender_order, &node_order, &node_row})
+  for (at::Tensor* s :
+       {&receiver_counts, &sender_counts, &receiver_ptr, &sender_ptr, &sender_order, &node_order, &node_row})
     if (s->defined()) t.push_back(s);
   return t;
 }

@@ -374,8 +374,9 @@ void FastEngine::backward_blocks(StepState& s, int t, at::Tensor* dh, at::Tensor
 // with dE/dv into s.grad_v, d(input features) into *dh and d(up-projected features) into *dhu.
 // Chunk states: those *states holds (one per chunk of the block), else recomputed (geometry and
 // radial MLP) chunk by chunk.
-void FastEngine::block_backward(StepState& s, int t, std::size_t b, const NodeChunkInput& in, NodeChunkState& node_state,
-                                std::vector<MessageChunkState>* states, at::Tensor* dh, at::Tensor* dhu) {
+void FastEngine::block_backward(StepState& s, int t, std::size_t b, const NodeChunkInput& in,
+                                NodeChunkState& node_state, std::vector<MessageChunkState>* states, at::Tensor* dh,
+                                at::Tensor* dhu) {
   const InteractionParams& L = p_.layers[t];
   const NodeBlock& B = topology_.blocks[b];
   const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, node_state,
