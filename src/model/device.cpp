@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <fstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -113,12 +114,20 @@ void release_cached_memory(const std::string& device) {
 #endif
 }
 
+#ifdef FLASHMACE_TORCH_CUDA
+namespace {
+// The caching allocator's peaks on a CUDA device since the last reset: allocated and reserved bytes.
+std::pair<int64_t, int64_t> allocator_peaks(const std::string& device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
+  const auto agg = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return {stats.allocated_bytes[agg].peak, stats.reserved_bytes[agg].peak};
+}
+}  // namespace
+#endif
+
 int64_t peak_memory_bytes(const std::string& device) {
 #ifdef FLASHMACE_TORCH_CUDA
-  if (is_cuda(device)) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
-    return stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
-  }
+  if (is_cuda(device)) return allocator_peaks(device).first;
 #endif
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -127,10 +136,7 @@ int64_t peak_memory_bytes(const std::string& device) {
 
 int64_t peak_reserved_bytes(const std::string& device) {
 #ifdef FLASHMACE_TORCH_CUDA
-  if (is_cuda(device)) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
-    return stats.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
-  }
+  if (is_cuda(device)) return allocator_peaks(device).second;
 #else
   (void)device;
 #endif
