@@ -21,13 +21,18 @@ Loop time of the timed run per step; the Pair and Neigh columns are its timing b
 ranks). Ratios: kk / engine; plain / kk (same ranks) for plain and plain-lmp; with --fastmace-ms
 ATOMS:MS,..., FastMACE / kk, the kk style's speed-up over FastMACE's ms/step at that atom count.
 
+With --trace, each one-rank run also records a timeline of a few steps from the middle of its timed
+run (FLASHMACE_TRACE, engine/evaluation_trace.h: every kernel, copy and host wait of the process) and
+summarises it with trace_summary.py: per step, the device's busy time and its idle time inside and
+outside the pair style's evaluation, beside the table (trace-RUNNER-ATOMS.json and .txt).
+
 Writes OUT/md-step.md (the table and the exact commands) and OUT/md-step.json; the decks stay beside
 them.
 
 Usage: md_step.py --lmp LMP --plugin flashmacekkplugin.so --bench flashmace-bench --model MODEL
                   --out DIR [--atoms 864,4000] [--ranks 1,2] [--device cuda] [--dtype float32]
                   [--steps 200] [--warmup 10] [--skin 2.0] [--plain-lmp flashmace-lmp]
-                  [--fastmace-ms 864:2.60,4000:9.91] [--mpirun "mpirun --allow-run-as-root"]
+                  [--fastmace-ms 864:2.60,4000:9.91] [--mpirun "mpirun --allow-run-as-root"] [--trace]
 """
 import argparse
 import json
@@ -39,6 +44,7 @@ import sys
 
 import kokkos_style  # bench/kokkos_style.py, beside this script (it imports scaling.py)
 import scaling
+import trace_summary
 
 DECK = """units metal
 atom_style atomic
@@ -65,6 +71,34 @@ DANGEROUS_BUILDS = re.compile(r"^Dangerous builds = (\d+)$", re.MULTILINE)
 LAMMPS_RUNNERS = ("kk", "plain", "plain-lmp")
 
 
+TRACED_STEPS = 6
+
+
+def run_env(args, runner, atoms, ranks, first_evaluation):
+    """The environment of a run; with --trace on one rank, FLASHMACE_TRACE over TRACED_STEPS evaluations
+    from `first_evaluation`."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    env.pop("FLASHMACE_TRACE", None)
+    if args.trace and ranks == 1:
+        env["FLASHMACE_TRACE"] = f"{trace_path(args, runner, atoms)}:{first_evaluation}:{TRACED_STEPS}"
+    return env
+
+
+def trace_path(args, runner, atoms):
+    return os.path.join(args.out, f"trace-{runner}-{atoms}.json")
+
+
+def add_trace(args, row):
+    """The summary of the run's trace (written by the run) into its row and beside the table."""
+    path = trace_path(args, row["runner"], row["atoms"])
+    if not os.path.exists(path):
+        sys.exit(f"md_step.py: --trace: the {row['runner']} run with {row['atoms']} atoms wrote no trace {path}")
+    summary = trace_summary.summarize(trace_summary.load_events(path), top=25, ngaps=10)
+    with open(path[: -len(".json")] + ".txt", "w") as f:
+        f.write(trace_summary.render(summary) + "\n")
+    row["trace"] = summary
+
+
 def failed(what, output):
     """Exit with the error lines of `output` first (flashmace-bench prints its usage after them), then its tail."""
     errors = [line for line in output.splitlines() if "ERROR" in line]
@@ -80,8 +114,9 @@ def run_engine(args, n, workdir):
            args.dtype, "--warmup", str(args.warmup), "--steps", str(args.steps), "--skin", str(args.skin),
            "--no-breakdown", "--json", result]
     print("md_step:", " ".join(cmd), flush=True)
+    # (evaluations: the warm-up's, the first of them with setup, then the timed ones)
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+                          env=run_env(args, "engine", atoms, 1, args.warmup + args.steps // 2))
     with open(os.path.join(workdir, f"engine-{atoms}.log"), "w") as f:
         f.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
@@ -106,8 +141,9 @@ def run_lammps(args, runner, n, ranks, workdir):
     lmp = args.plain_lmp if runner == "plain-lmp" else args.lmp
     cmd = [*shlex.split(args.mpirun), "-np", str(ranks), os.path.abspath(lmp), "-in", path, "-log", "none", *kokkos]
     print("md_step:", " ".join(cmd), flush=True)
+    # (evaluations: the warm-up run's setup and steps, the timed run's setup, then its steps)
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+                          env=run_env(args, runner, 4 * n ** 3, ranks, args.warmup + 2 + args.steps // 2))
     output = proc.stdout + proc.stderr
     with open(os.path.join(workdir, f"{runner}-{4 * n ** 3}-np{ranks}.log"), "w") as f:
         f.write(output)
@@ -179,6 +215,21 @@ def write_table(args, rows, path):
                 if args.fastmace_ms else "."), "",
              "| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
     lines += ["| " + " | ".join(table_cells(r)) + " |" for r in rows]
+    traced = [r for r in rows if "trace" in r]
+    if traced:
+        lines += ["", f"Timelines (--trace: {TRACED_STEPS} steps from the middle of each one-rank run, ms per step; "
+                  "device idle split by whether the host was inside the evaluation; trace-RUNNER-ATOMS.txt has "
+                  "the kernels, copies, host waits and longest gaps):", "",
+                  "| atoms | runner | wall | device busy | idle inside evaluate | idle outside evaluate |",
+                  "|---|---|---|---|---|---|"]
+        for r in traced:
+            t = r["trace"]
+            if t["device_activity"]:
+                cells = [f"{t[k]:.3f}" for k in ("wall_ms", "device_busy_ms", "device_idle_inside_evaluate_ms",
+                                                  "device_idle_outside_evaluate_ms")]
+            else:
+                cells = [f"{t['wall_ms']:.3f}", "(no device)", "", ""]
+            lines.append(f"| {r['atoms']} | {r['runner']} | " + " | ".join(cells) + " |")
     lines += ["", "Commands (the LAMMPS decks are beside this table):", ""]
     lines += [f"    {r['command']}" for r in rows]
     lines += ["", "Made by: " + " ".join(shlex.quote(a) for a in sys.argv), ""]
@@ -213,7 +264,11 @@ def main():
     parser.add_argument("--fastmace-ms", default="", help="ATOMS:MS,...: FastMACE's ms/step, for FastMACE / kk")
     parser.add_argument("--mpirun", default="mpirun --allow-run-as-root")
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS per rank")
+    parser.add_argument("--trace", action="store_true", help=f"a timeline of {TRACED_STEPS} steps of each one-rank "
+                        "run, summarised per step (trace_summary.py)")
     args = parser.parse_args()
+    if args.trace and args.steps < 2 * TRACED_STEPS:
+        sys.exit(f"md_step.py: --trace needs --steps {2 * TRACED_STEPS} or more")
     fastmace_ms = parse_fastmace(args.fastmace_ms)
     runners = [r for r in LAMMPS_RUNNERS if r != "plain-lmp" or args.plain_lmp]
     args.out = os.path.abspath(args.out)  # the runs' working directory, where their decks and results are
@@ -229,6 +284,10 @@ def main():
             sys.exit(f"md_step.py: the runners disagree on the atom count (runner, ranks, atoms): {counts}")
         rows += group
     add_ratios(rows, fastmace_ms)
+    if args.trace:
+        for r in rows:
+            if r["ranks"] == 1:
+                add_trace(args, r)
     for r in rows:
         print("md_step: " + ", ".join(f"{c} {v}" for c, v in zip(COLUMNS, table_cells(r)) if v), flush=True)
     write_table(args, rows, os.path.join(args.out, "md-step.md"))

@@ -1,11 +1,14 @@
 #include "engine/evaluator.h"
 
+#include <ATen/record_function.h>
+
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/system_inputs.h"
 #include "engine/cpu_buffer_cache.h"
+#include "engine/evaluation_trace.h"
 #include "engine/step/fast_engine.h"
 #include "model/device.h"
 #include "model/edge_outputs.h"
@@ -80,6 +83,16 @@ class TensorEvaluator : public Evaluator {
   void evaluate(const GraphView& view, HaloExchanger* halo, const Request& req, const Outputs& out) override {
     check_view(view, out, req);
     ++evaluations_;
+    if (trace_) trace_->before(evaluations_);
+    {
+      RECORD_USER_SCOPE("flashmace::evaluate");
+      evaluate_checked(view, halo, req, out);
+    }
+    if (trace_) trace_->after(evaluations_, [this] { synchronize(); });
+  }
+
+ private:
+  void evaluate_checked(const GraphView& view, HaloExchanger* halo, const Request& req, const Outputs& out) {
     const StreamScope on_stream(device_.str(), stream_);
     const CpuBufferCacheScope cpu_buffers(device_.is_cpu());
     const GraphTensors g = wrap_graph(view, device_);
@@ -111,12 +124,12 @@ class TensorEvaluator : public Evaluator {
   }
 
  private:
-  // The lattice offsets as float64 (zeros without image).
+  // The lattice offsets, the caller's int32 (zeros without image): an MD step between list builds
+  // does not read them, so they are not converted here.
   at::Tensor list_image(const GraphView& view) const {
-    const auto f64 = at::TensorOptions().dtype(at::kDouble).device(device_);
-    if (!view.image || view.nedges == 0) return at::zeros({view.nedges, 3}, f64);
     const auto i32 = at::TensorOptions().dtype(at::kInt).device(device_);
-    return at::from_blob(const_cast<int32_t*>(view.image), {view.nedges, 3}, i32).to(at::kDouble);
+    if (!view.image || view.nedges == 0) return at::zeros({view.nedges, 3}, i32);
+    return at::from_blob(const_cast<int32_t*>(view.image), {view.nedges, 3}, i32);
   }
   // The cell on the device, uploaded when it changes.
   const at::Tensor& list_cell(const GraphView& view) {
@@ -133,6 +146,8 @@ class TensorEvaluator : public Evaluator {
   at::Device device_;
   std::string dtype_;
   void* stream_ = nullptr;
+  // (after device_, which it reads)
+  const std::unique_ptr<EvaluationTrace> trace_ = EvaluationTrace::from_environment(device_.is_cuda());
 
  protected:
   int64_t evaluations_ = 0;

@@ -37,7 +37,7 @@ Domain make_domain(bool ghosts, const at::Device& d) {
   if (!ghosts) {
     const Graph g = build_neighbor_list(s, kCutoff + kSkin);
     for (int z : s.atomic_numbers) species.push_back(z == 28 ? 0 : 1);
-    std::vector<double> image;
+    std::vector<int32_t> image;
     for (int k : g.unit_shifts) image.push_back(-k);  // (Graph adds the shift, the list subtracts)
     out.list.graph = GraphTensors{longs(species, d), longs(g.sender, d), longs(g.receiver, d)};
     out.list.image = at::tensor(image).view({-1, 3}).to(d);
@@ -48,7 +48,7 @@ Domain make_domain(bool ghosts, const at::Device& d) {
     const LocalGraph g = periodic_local_graph(s, kCutoff + kSkin, &owner);
     for (int z : g.atomic_numbers) species.push_back(z == 28 ? 0 : 1);
     out.list.graph = GraphTensors{longs(species, d), longs(g.sender, d), longs(g.receiver, d)};
-    out.list.image = at::zeros({g.num_edges(), 3}, at::TensorOptions().dtype(at::kDouble).device(d));
+    out.list.image = at::zeros({g.num_edges(), 3}, at::TensorOptions().dtype(at::kInt).device(d));
     out.list.nlocal = g.nlocal;
     x = g.positions;
   }

@@ -26,20 +26,20 @@ pytestmark = pytest.mark.skipif(not (LMP and PLUGIN and BENCH), reason="no Kokko
                                 "flashmace-bench")
 
 
-def run_script(out, model=h.TINY, atoms=ATOMS, steps=STEPS, skin="0.2", thermo=None):
+def run_script(out, model=h.TINY, atoms=ATOMS, steps=STEPS, skin="0.2", thermo=None, trace=False):
     cmd = [sys.executable, SCRIPT, "--lmp", LMP, "--plugin", PLUGIN, "--bench", BENCH, "--plain-lmp", h.LMP,
            "--model", model, "--out", str(out), "--atoms", ",".join(map(str, atoms)),
            "--ranks", ",".join(map(str, RANKS)), "--device", "cpu", "--dtype", "float64", "--steps", str(steps),
            "--warmup", str(WARMUP), "--skin", skin, *(["--thermo", thermo] if thermo else []),
            "--fastmace-ms", ",".join(f"{a}:{ms}" for a, ms in FASTMACE.items()),
-           "--mpirun", f"{h.MPIRUN[0]} --allow-run-as-root --oversubscribe"]
+           "--mpirun", f"{h.MPIRUN[0]} --allow-run-as-root --oversubscribe", *(["--trace"] if trace else [])]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=h.lammps_env())
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("md_step")
-    proc = run_script(out)
+    proc = run_script(out, trace=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads((out / "md-step.json").read_text())["rows"]
     return out, (out / "md-step.md").read_text(), rows
@@ -47,7 +47,11 @@ def result(tmp_path_factory):
 
 def table_rows(table):
     """{(atoms, ranks, runner): {column: text}} of the markdown table."""
-    lines = [line for line in table.splitlines() if line.startswith("|")]
+    # (the first table: the timelines' table follows it)
+    text = table.splitlines()
+    start = next(i for i, line in enumerate(text) if line.startswith("|"))
+    lines = [line for line in text[start:] if line.startswith("|") or not line]
+    lines = lines[: lines.index("")] if "" in lines else lines
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     rows = {}
     for line in lines[2:]:
@@ -136,6 +140,25 @@ def test_every_runner_runs_the_same_deck_on_the_engine_lattice(result):
             assert ("-sf kk" in r["command"]) == (r["runner"] == "kk")
             lmp = h.LMP if r["runner"] == "plain-lmp" else LMP
             assert r["command"].split(" -in ")[0].endswith(" " + os.path.abspath(lmp))
+
+
+def test_one_rank_runs_carry_a_timeline_of_their_steps(result):
+    out, table, rows = result
+    timelines = table.split("Timelines (--trace", 1)[1].split("Commands", 1)[0]
+    for r in rows:
+        if r["ranks"] != 1:
+            assert "trace" not in r
+            continue
+        t = r["trace"]
+        # Six evaluations from the middle of the timed run: five whole steps between their starts.
+        assert (t["evaluations"], t["periods"], t["device_activity"]) == (6, 5, False), t
+        assert 0 < t["host_inside_evaluate_ms"] <= t["wall_ms"], t
+        # The traced steps are steps of the timed run: the same time within the profiler's overhead
+        # and the machine's noise (a wrong evaluation window would take setup steps or none).
+        assert 0.2 * r["ms_per_step"] < t["wall_ms"] < 5 * r["ms_per_step"], (t["wall_ms"], r["ms_per_step"])
+        assert any(op["name"].startswith("aten::") for op in t["host_ops"]), t["host_ops"]
+        assert (out / f"trace-{r['runner']}-{r['atoms']}.txt").read_text().startswith("6 evaluations traced")
+        assert f"| {r['atoms']} | {r['runner']} | {t['wall_ms']:.3f} | (no device) |" in timelines
 
 
 def test_a_failing_engine_run_stops_the_script_with_its_message(tmp_path):

@@ -250,3 +250,63 @@ def test_roofline_finds_the_timed_step_and_names_families():
     assert roofline.family("void native::(anonymous namespace)::CatArrayBatchedCopy<native::OpaqueType<4>, unsigned "
                            "int, 3, 64, 64>(T1 *, int)") == "CatArrayBatchedCopy(T1 *)"
     assert roofline.family("tp_backward_rows_f32") == "tp_backward_rows_f32"
+
+
+def test_trace_records_the_chosen_evaluations(tmp_path):
+    # FLASHMACE_TRACE=FILE:FIRST:COUNT: evaluations 2-4 of 1 warm-up + 4 timed steps, each a
+    # "flashmace::evaluate" range holding the engine's ATen operators (a CPU run: no device lanes).
+    sys.path.insert(0, os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench"))
+    import trace_summary
+    trace = tmp_path / "trace.json"
+    proc = subprocess.run([BENCH, "--model", MODEL, "--warmup", "1", "--steps", "4", "--cells", "2", "--no-breakdown"],
+                          capture_output=True, text=True, env=dict(os.environ, FLASHMACE_TRACE=f"{trace}:2:3"))
+    assert proc.returncode == 0, proc.stderr
+    assert f"trace of evaluations 2-4 written to {trace}" in proc.stderr
+    assert "ERROR" not in proc.stdout + proc.stderr  # (Kineto's device query on a machine without a GPU)
+    s = trace_summary.summarize(trace_summary.load_events(str(trace)), top=50, ngaps=5)
+    assert (s["evaluations"], s["periods"], s["device_activity"]) == (3, 2, False)
+    assert 0 < s["host_inside_evaluate_ms"] <= s["wall_ms"]
+    ops = {op["name"]: op for op in s["host_ops"]}
+    assert "aten::mm" in ops and ops["aten::mm"]["per_period"] >= 1  # (the radial MLP and the linears)
+
+
+@pytest.mark.parametrize("value, message", [("t.json:x", "FIRST must be a positive integer"),
+                                            ("t.json:0:2", "FIRST must be a positive integer"),
+                                            ("t.json:3:-1", "COUNT must be a positive integer"),
+                                            (":3", "no file name")])
+def test_a_malformed_trace_setting_fails_at_load(tmp_path, value, message):
+    proc = subprocess.run([BENCH, "--model", MODEL, "--warmup", "1", "--steps", "1", "--cells", "2"], cwd=tmp_path,
+                          capture_output=True, text=True, env=dict(os.environ, FLASHMACE_TRACE=value))
+    assert proc.returncode != 0
+    assert f"FLASHMACE_TRACE={value}: {message}" in proc.stderr
+
+
+def test_trace_summary_measures_busy_and_idle_device_time():
+    # Two periods of 100 us: evaluate ranges of 60 us; kernels on two streams overlapping; a copy.
+    # Period 1 [0, 100): busy [10, 50) + [40, 70) + [90, 95) = 65 us, idle 35 (inside [0, 60): 10).
+    # Period 2 [100, 200): busy [110, 130) = 20 us, idle 80 (inside [100, 160): 40).
+    sys.path.insert(0, os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench"))
+    import trace_summary
+
+    def x(cat, name, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
+    events = [x("user_annotation", "flashmace::evaluate", 0, 60), x("user_annotation", "flashmace::evaluate", 100, 60),
+              x("user_annotation", "flashmace::evaluate", 200, 60),
+              x("kernel", "k_a", 10, 40), x("kernel", "k_b", 40, 30), x("gpu_memcpy", "Memcpy DtoH", 90, 5, bytes=80),
+              x("kernel", "k_a", 110, 20), x("kernel", "k_late", 210, 5),
+              x("cuda_runtime", "cudaStreamSynchronize", 70, 25), x("cuda_runtime", "cudaLaunchKernel", 5, 2),
+              x("cpu_op", "aten::mm", 20, 10), x("cpu_op", "aten::mm", 120, 14), x("cpu_op", "aten::add", 80, 3)]
+    s = trace_summary.summarize(events, top=10, ngaps=3)
+    assert (s["evaluations"], s["periods"]) == (3, 2)
+    assert s["wall_ms"] == pytest.approx(0.1) and s["host_inside_evaluate_ms"] == pytest.approx(0.06)
+    assert s["device_busy_ms"] == pytest.approx((65 + 20) / 2e3)
+    assert s["device_idle_ms"] == pytest.approx((35 + 80) / 2e3)
+    assert s["device_idle_inside_evaluate_ms"] == pytest.approx((10 + 40) / 2e3)
+    assert [(k["name"], k["per_period"], k["ms"]) for k in s["kernels"]] == [("k_a", 1.0, 0.03), ("k_b", 0.5, 0.015)]
+    assert s["copies"] == {"per_period": 0.5, "bytes": 40.0, "ms": 0.0025}
+    assert s["host_waits"] == [{"name": "cudaStreamSynchronize", "per_period": 0.5, "ms": 0.0125}]
+    # aten::add ran outside the evaluate ranges: not an evaluation's operator
+    assert [(o["name"], o["ms"]) for o in s["host_ops"]] == [("aten::mm", 0.012)]
+    longest = s["longest_gaps"][0]
+    assert (longest["us"], longest["at_us"], longest["before"], longest["after"]) == (70, 30, "k_a", "-")
+    assert "device busy (all streams)" in trace_summary.render(s)

@@ -26,7 +26,7 @@
 namespace flashmace {
 
 // A neighbour list of one domain: species [ntotal], sender/receiver [F] (receivers < nlocal),
-// image [F, 3] float64 lattice offsets of each sender's image (integers), all on one device.
+// image [F, 3] int32 lattice offsets of each sender's image, all on one device.
 struct ListTensors {
   GraphTensors graph;
   at::Tensor image;
