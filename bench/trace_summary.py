@@ -3,7 +3,8 @@
 
 A period is one evaluation's "flashmace::evaluate" range on the host plus what the process did until
 the next one began (in LAMMPS: the rest of the MD step). Per period, averaged over the full periods of
-the trace (every one but the last):
+the trace (every one but the last, and with three or more evaluations not the first either: the
+profiler's collection starts during it, which delays its device work by up to milliseconds):
   - wall time, and the host time inside evaluate;
   - device busy time: the union of kernels, copies and fills on every stream, so overlapping streams
     count once; idle = wall - busy, split into idle while the host is inside evaluate and outside it;
@@ -63,14 +64,18 @@ def short(name, width=90):
 
 
 def summarize(events, top, ngaps):
-    evaluations = sorted((e for e in events if e["name"] == EVALUATE), key=lambda e: e["ts"])
+    # (the host's range; Kineto also draws it on the device's lanes, as gpu_user_annotation)
+    evaluations = sorted((e for e in events if e["name"] == EVALUATE and e.get("cat") == "user_annotation"),
+                         key=lambda e: e["ts"])
     if len(evaluations) < 2:
         raise SystemExit(f"trace_summary: {len(evaluations)} '{EVALUATE}' ranges in the trace; need 2 or more "
                          "(FLASHMACE_TRACE=FILE:FIRST:COUNT with COUNT >= 2)")
     device = sorted((e for e in events if e.get("cat") in DEVICE_CATS), key=lambda e: e["ts"])
     runtime = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     ops = [e for e in events if e.get("cat") == "cpu_op"]
-    periods = [(a["ts"], b["ts"], a["ts"] + a["dur"]) for a, b in zip(evaluations, evaluations[1:])]
+    # (with three or more, the first is left out: CUPTI starts its collection during it)
+    kept = evaluations[1:] if len(evaluations) >= 3 else evaluations
+    periods = [(a["ts"], b["ts"], a["ts"] + a["dur"]) for a, b in zip(kept, kept[1:])]
     n = len(periods)
     out = {"evaluations": len(evaluations), "periods": n, "device_activity": bool(device)}
     wall = sum(hi - lo for lo, hi, _ in periods)

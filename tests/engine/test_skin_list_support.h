@@ -5,6 +5,7 @@
 // engine's rebuild counters.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -20,7 +21,9 @@ struct SkinCase {
   std::string model, device, structure;  // structure: bulk (the reference file's) or small_triclinic
   std::string radial_pairs = "auto";
   int64_t edge_chunk = 0;           // 0: the planner's
-  bool expect_compaction = true;    // false: a chunked plan, which takes the vectors path
+  int64_t atom_chunk = 0;           // 0: the planner's
+  bool expect_compaction = true;    // false: a receiver row beyond a chunk, which takes the vectors path
+  bool expect_blocks = false;       // several blocks of rows (a chunked plan): logged, never captured
   double skin = 1.0;                // A
   int steps = 6;
 };
@@ -29,13 +32,16 @@ constexpr double kSkinEnergyRelTol = 1e-12;
 constexpr double kSkinAbsTol = 1e-10;
 constexpr double kMinDistance = 0.1;
 
-inline std::unique_ptr<Evaluator> skin_evaluator(const SkinCase& c, const std::string& path) {
+inline std::unique_ptr<Evaluator> skin_evaluator(const SkinCase& c, const std::string& path,
+                                                 std::vector<std::string>* log = nullptr) {
   EngineOptions o;
+  if (log) o.log = [log](const std::string& line) { log->push_back(line); };
   set_engine_option(o, "path", path);
   set_engine_option(o, "device", c.device);
   set_engine_option(o, "radial_pairs", c.radial_pairs);
   o.dtype = Dtype::Float64;
   o.edge_chunk = c.edge_chunk;
+  o.atom_chunk = c.atom_chunk;
   return make_evaluator(ModelFile::load(exported_model(c.model)), o);
 }
 
@@ -96,7 +102,8 @@ inline void expect_equal(const LocalPrediction& got, const LocalPrediction& want
 // path's own neighbour list on the moved structure); one topology and one pairing for the list, one
 // capture on CUDA; a new list id builds anew.
 inline void check_skin_steps(const SkinCase& c) {
-  const auto fast = skin_evaluator(c, "fast");
+  std::vector<std::string> log;
+  const auto fast = skin_evaluator(c, "fast", &log);
   const auto ref = skin_evaluator(c, "reference");
   Structure s = skin_structure(c);
   const HostList list = skin_list(*fast, s, c.skin);
@@ -117,11 +124,19 @@ inline void check_skin_steps(const SkinCase& c) {
   EXPECT_EQ(n.evaluations, c.steps);
   EXPECT_EQ(n.bucket_overflows, 0);
   if (c.expect_compaction) {
+    const bool graphs = c.device != "cpu" && !c.expect_blocks;
     EXPECT_EQ(n.topology_builds, 1);
     EXPECT_EQ(n.radial_pair_builds, c.radial_pairs == "off" ? 0 : 1);
-    EXPECT_EQ(n.graph_captures, c.device == "cpu" ? 0 : 1);
-    EXPECT_EQ(n.graph_replays, c.device == "cpu" ? 0 : c.steps - 1);
+    EXPECT_EQ(n.graph_captures, graphs ? 1 : 0);
+    EXPECT_EQ(n.graph_replays, graphs ? c.steps - 1 : 0);
   }
+  int blocks = 0;
+  for (const std::string& line : log)
+    if (line.rfind("neighbour list: ", 0) == 0) blocks = std::stoi(line.substr(16));
+  if (c.expect_blocks)
+    EXPECT_GE(blocks, 3) << "a chunked plan's list in blocks of rows";
+  else
+    EXPECT_EQ(blocks, 0);
   // A new list (here the same pairs under a new id) is adopted once.
   const LocalPrediction again = fast_list.evaluate(*fast, list, 2, s.positions.data(), s.cell, kMinDistance, nullptr, true);
   const LocalPrediction want = ref_list.evaluate(*ref, list, 0, s.positions.data(), s.cell, kMinDistance, nullptr, true);
@@ -131,18 +146,23 @@ inline void check_skin_steps(const SkinCase& c) {
   }
 }
 
-// Compressing by 2 and 4 % puts 6 and 12 % more pairs within the cutoff, beyond the bucket's
-// headroom (a few percent on 8 copies of the bulk cell): the engine notices on the device, compacts
-// anew, and the results stay exact.
-inline void check_overflow(const SkinCase& c) {
-  const auto fast = skin_evaluator(c, "fast");
+inline bool logged_blocks(const std::vector<std::string>& log) {
+  return std::any_of(log.begin(), log.end(), [](const std::string& l) { return l.rfind("neighbour list: ", 0) == 0; });
+}
+
+// Compressing by 2 and 4 % (`strain`) puts 6 and 12 % more pairs within the cutoff, beyond the
+// bucket's headroom (a few percent on 8 copies of the bulk cell): the engine notices on the device,
+// compacts anew, and the results stay exact.
+inline void check_overflow(const SkinCase& c, double strain = 0.02) {
+  std::vector<std::string> log;
+  const auto fast = skin_evaluator(c, "fast", &log);
   const auto ref = skin_evaluator(c, "reference");
   Structure s = supercell(skin_structure(c), 2);
   const HostList list = skin_list(*fast, s, c.skin);
   ResidentList fast_list, ref_list;
   for (int k = 0; k < 3; ++k) {
     Structure t = s;
-    const double f = 1.0 - 0.02 * k;
+    const double f = 1.0 - strain * k;
     for (double& x : t.positions) x *= f;
     for (double& a : t.cell) a *= f;
     const LocalPrediction got = fast_list.evaluate(*fast, list, 1, t.positions.data(), t.cell, kMinDistance, nullptr, true);
@@ -150,11 +170,13 @@ inline void check_overflow(const SkinCase& c) {
     expect_equal(got, want, "compression step " + std::to_string(k));
   }
   EXPECT_GE(fast->counters().bucket_overflows, 1);
+  EXPECT_EQ(logged_blocks(log), c.expect_blocks);
 }
 
 // A domain with explicit ghost rows (no folding: image 0), exchanged through the halo exchanger.
 inline void check_ghost_rows(const SkinCase& c) {
-  const auto fast = skin_evaluator(c, "fast");
+  std::vector<std::string> log;
+  const auto fast = skin_evaluator(c, "fast", &log);
   const auto ref = skin_evaluator(c, "reference");
   const Structure s = skin_structure(c);
   std::vector<int> owner;
@@ -181,6 +203,7 @@ inline void check_ghost_rows(const SkinCase& c) {
     expect_equal(got, want, "ghost step " + std::to_string(k));
   }
   EXPECT_EQ(fast->counters().topology_builds, 1);
+  EXPECT_EQ(logged_blocks(log), c.expect_blocks);
 }
 
 // An atom moved 0.05 A from its neighbour stops both paths, naming the two nodes.

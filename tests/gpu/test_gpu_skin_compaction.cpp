@@ -111,10 +111,14 @@ std::vector<std::pair<std::string, at::Tensor>> named(const Outputs& o) {
 // Both formulations at `positions`; returns their statuses (fused, reference).
 std::pair<at::Tensor, at::Tensor> compact_both(SkinList& skin, const at::Tensor& positions, Outputs* fused,
                                                Outputs* reference) {
-  skin.compact(positions, &fused->topo, fused->pairs.index.defined() ? &fused->pairs : nullptr, &fused->v64);
+  // (one block: one chunk's pairs or none; the tensors are shared, so the writes land in Outputs)
+  auto chunks = [](const Outputs* o) {
+    return o->pairs.index.defined() ? std::vector<RadialPairs>{o->pairs} : std::vector<RadialPairs>{};
+  };
+  std::vector<RadialPairs> fused_pairs = chunks(fused), reference_pairs = chunks(reference);
+  skin.compact(positions, &fused->topo, &fused_pairs, &fused->v64);
   const at::Tensor fused_status = skin.status().cpu().clone();
-  skin.compact_reference(positions, &reference->topo,
-                         reference->pairs.index.defined() ? &reference->pairs : nullptr, &reference->v64);
+  skin.compact_reference(positions, &reference->topo, &reference_pairs, &reference->v64);
   return {fused_status, skin.status().cpu().clone()};
 }
 

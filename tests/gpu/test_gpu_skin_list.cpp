@@ -26,6 +26,20 @@ TEST_F(GpuSkinList, CompressionOverflowsTheBucketAndIsCompactedAnew) {
 
 TEST_F(GpuSkinList, GhostRowsKeepTheirExchange) { testing::check_ghost_rows(SkinCase{"small_l1", "cuda", "bulk"}); }
 
+TEST_F(GpuSkinList, ChunkedPlanCompactsEveryBlockWithoutCapture) {
+  SkinCase c{"small_l1", "cuda", "bulk"};
+  c.edge_chunk = 200;
+  c.expect_blocks = true;
+  testing::check_skin_steps(c);
+}
+
+TEST_F(GpuSkinList, ChunkedPlanNoticesABlockOutgrowingItsBucket) {
+  SkinCase c{"small_l1", "cuda", "bulk"};
+  c.edge_chunk = 400;
+  c.expect_blocks = true;
+  testing::check_overflow(c, 0.04);
+}
+
 TEST_F(GpuSkinList, OverlappingAtomsAreNamed) { testing::check_too_close(SkinCase{"small_l1", "cuda", "bulk"}); }
 
 }  // namespace

@@ -150,8 +150,9 @@ def test_one_rank_runs_carry_a_timeline_of_their_steps(result):
             assert "trace" not in r
             continue
         t = r["trace"]
-        # Six evaluations from the middle of the timed run: five whole steps between their starts.
-        assert (t["evaluations"], t["periods"], t["device_activity"]) == (6, 5, False), t
+        # Six evaluations from the middle of the timed run: the first left out (the profiler's
+        # start), four whole steps between the others' starts.
+        assert (t["evaluations"], t["periods"], t["device_activity"]) == (6, 4, False), t
         assert 0 < t["host_inside_evaluate_ms"] <= t["wall_ms"], t
         # The traced steps are steps of the timed run: the same time within the profiler's overhead
         # and the machine's noise (a wrong evaluation window would take setup steps or none).

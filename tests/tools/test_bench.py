@@ -253,18 +253,19 @@ def test_roofline_finds_the_timed_step_and_names_families():
 
 
 def test_trace_records_the_chosen_evaluations(tmp_path):
-    # FLASHMACE_TRACE=FILE:FIRST:COUNT: evaluations 2-4 of 1 warm-up + 4 timed steps, each a
-    # "flashmace::evaluate" range holding the engine's ATen operators (a CPU run: no device lanes).
+    # FLASHMACE_TRACE=FILE:FIRST:COUNT: evaluations 2-5 of 1 warm-up + 4 timed steps, each a
+    # "flashmace::evaluate" range holding the engine's ATen operators (a CPU run: no device lanes);
+    # the summary leaves the first out (the profiler starts during it): two whole periods.
     sys.path.insert(0, os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench"))
     import trace_summary
     trace = tmp_path / "trace.json"
     proc = subprocess.run([BENCH, "--model", MODEL, "--warmup", "1", "--steps", "4", "--cells", "2", "--no-breakdown"],
-                          capture_output=True, text=True, env=dict(os.environ, FLASHMACE_TRACE=f"{trace}:2:3"))
+                          capture_output=True, text=True, env=dict(os.environ, FLASHMACE_TRACE=f"{trace}:2:4"))
     assert proc.returncode == 0, proc.stderr
-    assert f"trace of evaluations 2-4 written to {trace}" in proc.stderr
+    assert f"trace of evaluations 2-5 written to {trace}" in proc.stderr
     assert "ERROR" not in proc.stdout + proc.stderr  # (Kineto's device query on a machine without a GPU)
     s = trace_summary.summarize(trace_summary.load_events(str(trace)), top=50, ngaps=5)
-    assert (s["evaluations"], s["periods"], s["device_activity"]) == (3, 2, False)
+    assert (s["evaluations"], s["periods"], s["device_activity"]) == (4, 2, False)
     assert 0 < s["host_inside_evaluate_ms"] <= s["wall_ms"]
     ops = {op["name"]: op for op in s["host_ops"]}
     assert "aten::mm" in ops and ops["aten::mm"]["per_period"] >= 1  # (the radial MLP and the linears)
@@ -282,7 +283,8 @@ def test_a_malformed_trace_setting_fails_at_load(tmp_path, value, message):
 
 
 def test_trace_summary_measures_busy_and_idle_device_time():
-    # Two periods of 100 us: evaluate ranges of 60 us; kernels on two streams overlapping; a copy.
+    # An evaluation left out (the profiler's start), then two periods of 100 us: evaluate ranges of
+    # 60 us; kernels on two streams overlapping; a copy.
     # Period 1 [0, 100): busy [10, 50) + [40, 70) + [90, 95) = 65 us, idle 35 (inside [0, 60): 10).
     # Period 2 [100, 200): busy [110, 130) = 20 us, idle 80 (inside [100, 160): 40).
     sys.path.insert(0, os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench"))
@@ -290,14 +292,16 @@ def test_trace_summary_measures_busy_and_idle_device_time():
 
     def x(cat, name, ts, dur, **args):
         return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
-    events = [x("user_annotation", "flashmace::evaluate", 0, 60), x("user_annotation", "flashmace::evaluate", 100, 60),
+    events = [x("user_annotation", "flashmace::evaluate", -300, 60), x("kernel", "k_start", -290, 200),
+              x("gpu_user_annotation", "flashmace::evaluate", -280, 60),
+              x("user_annotation", "flashmace::evaluate", 0, 60), x("user_annotation", "flashmace::evaluate", 100, 60),
               x("user_annotation", "flashmace::evaluate", 200, 60),
               x("kernel", "k_a", 10, 40), x("kernel", "k_b", 40, 30), x("gpu_memcpy", "Memcpy DtoH", 90, 5, bytes=80),
               x("kernel", "k_a", 110, 20), x("kernel", "k_late", 210, 5),
               x("cuda_runtime", "cudaStreamSynchronize", 70, 25), x("cuda_runtime", "cudaLaunchKernel", 5, 2),
               x("cpu_op", "aten::mm", 20, 10), x("cpu_op", "aten::mm", 120, 14), x("cpu_op", "aten::add", 80, 3)]
     s = trace_summary.summarize(events, top=10, ngaps=3)
-    assert (s["evaluations"], s["periods"]) == (3, 2)
+    assert (s["evaluations"], s["periods"]) == (4, 2)
     assert s["wall_ms"] == pytest.approx(0.1) and s["host_inside_evaluate_ms"] == pytest.approx(0.06)
     assert s["device_busy_ms"] == pytest.approx((65 + 20) / 2e3)
     assert s["device_idle_ms"] == pytest.approx((35 + 80) / 2e3)

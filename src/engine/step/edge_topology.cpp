@@ -201,7 +201,8 @@ EdgeTopology EdgeTopology::build(const GraphTensors& caller, int64_t nlocal, con
   return t;
 }
 
-EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int64_t edges, const TopologyOptions& o) {
+EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int64_t edges, const TopologyOptions& o,
+                                  const std::vector<RowBlock>& row_blocks) {
   static std::atomic<int64_t> buckets{0};
   EdgeTopology t;
   t.id = -(++buckets);  // (never equal to a build()'s)
@@ -211,9 +212,17 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
   t.options = o;
   t.padded_edges = o.padded_edges;
   t.padded_atoms = std::max(o.padded_atoms, t.atoms);
-  if (nlocal < 1 || t.padded_edges < edges || o.edge_chunk < t.padded_edges || o.atom_chunk < nlocal || o.row_aligned)
+  const std::vector<RowBlock> parts = row_blocks.empty() ? std::vector<RowBlock>{{0, nlocal, t.padded_edges}} : row_blocks;
+  int64_t rows = 0, slots = 0;
+  bool fits = nlocal >= 1 && t.padded_edges >= edges && (parts.size() == 1 ? !o.row_aligned : o.row_aligned);
+  for (const RowBlock& b : parts) {
+    fits = fits && b.row0 == rows && b.nrows >= 1 && b.nrows <= o.atom_chunk && b.bucket <= o.edge_chunk;
+    rows += b.nrows;
+    slots += b.bucket;
+  }
+  if (!fits || rows != nlocal || slots != t.padded_edges)
     throw Error("edge topology: a bucket needs owned atoms, room for its " + std::to_string(edges) +
-                " edges, one edge chunk and one node block");
+                " edges, and blocks of consecutive rows within one edge chunk and one node block each");
   const auto i64 = species.options();
   const int64_t B = t.padded_edges, A = t.padded_atoms;
   t.order = at::arange(B, i64);
@@ -223,11 +232,16 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
   t.present = t.atoms > 0 ? elements_present(species) : std::vector<int64_t>{};
   t.present_index = at::tensor(t.present.empty() ? std::vector<int64_t>{0} : t.present, at::kLong).to(species.device());
   t.species_local = species.narrow(0, 0, nlocal).clone();
-  t.chunks = {EdgeChunk{0, B, 0, nlocal}};
-  t.blocks = {NodeBlock{0, nlocal, 0, 1}};
-  t.chunk_rows = {at::zeros({B}, i64)};
-  t.chunk_row_ptr = {at::zeros({nlocal + 1}, i64)};
-  if (o.sender_csr) t.chunk_senders = {XIndexCsr{at::zeros({B}, i64), at::zeros({A + 1}, i64), {}}};
+  int64_t begin = 0;
+  for (const RowBlock& b : parts) {
+    t.blocks.push_back(NodeBlock{b.row0, b.nrows, static_cast<int64_t>(t.chunks.size()), 1});
+    t.chunks.push_back(EdgeChunk{begin, b.bucket, b.row0, b.nrows});
+    t.chunk_rows.push_back(at::zeros({b.bucket}, i64));
+    t.chunk_row_ptr.push_back(at::zeros({b.nrows + 1}, i64));
+    if (o.sender_csr) t.chunk_senders.push_back(XIndexCsr{at::zeros({b.bucket}, i64), at::zeros({A + 1}, i64), {}});
+    t.atom_groups.push_back(group_species(t.species_local.narrow(0, b.row0, b.nrows), t.present));
+    begin += b.bucket;
+  }
   if (o.atom_sums) {
     t.sender_order = at::zeros({B}, i64);
     t.sender_ptr = at::zeros({A + 1}, i64);
@@ -235,7 +249,6 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
     t.receiver_ptr = at::zeros({A + 1}, i64);
     t.receiver_counts = at::zeros({A}, i64);
   }
-  t.atom_groups.push_back(group_species(t.species_local, t.present));
   return t;
 }
 

@@ -79,10 +79,16 @@ class EdgeTopology {
   static EdgeTopology build(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options,
                             const at::Tensor& atomic_numbers, const at::Tensor& positions = {});
 
-  // The shape of a topology of o.padded_edges edges in one chunk over the nlocal owned rows, for a
-  // compaction to fill (skin_list.h): what depends on the species only (elements present, species
-  // groups) is computed; the edge arrays are zeros of their sizes. edges: the real count it holds now.
-  static EdgeTopology bucket(const at::Tensor& species, int64_t nlocal, int64_t edges, const TopologyOptions& options);
+  // The shape of a topology for a compaction to fill (skin_list.h): o.padded_edges edges over the
+  // nlocal owned rows, in one chunk, or with `blocks` (whole rows, each its own chunk of `bucket`
+  // edges, consecutive; o.row_aligned) one chunk per node block. What depends on the species only
+  // (elements present, species groups) is computed; the edge arrays are zeros of their sizes, each
+  // chunk's sender CSR spans every atom. edges: the real count it holds now.
+  struct RowBlock {
+    int64_t row0 = 0, nrows = 0, bucket = 0;
+  };
+  static EdgeTopology bucket(const at::Tensor& species, int64_t nlocal, int64_t edges, const TopologyOptions& options,
+                             const std::vector<RowBlock>& blocks = {});
 
   // Whether this was built from the same connectivity with the same options.
   bool matches(const GraphTensors& graph, int64_t nlocal, const TopologyOptions& options) const;

@@ -138,6 +138,7 @@ class FastEngine {
   std::unique_ptr<SegmentedCudaGraph> compaction_;
   bool graphed_ = false;
   bool spatial_said_ = false;  // the atom order's log line was printed
+  int64_t said_blocks_ = 0;  // the block count of the last skin list logged (several blocks)
   EvaluationCounters counters_;  // topology builds, graph captures and replays (pairs: pair_cache_)
 
   void build_radial_splines(const ModelFile& file);  // radial spline: one table per layer

@@ -3,8 +3,9 @@
 // the engine's own buffers, the compaction (captured once per list) applies the cutoff, the
 // captured step is replayed, and one flag read says whether the buckets held (else the list is
 // adopted anew at these positions and the step run again). Lists that need several edge chunks
-// (the memory plan) take the vectors path instead, with the cutoff applied on the host side of the
-// device (one nonzero).
+// (the memory plan) compact into blocks of rows, a chunk each, without a captured step; only a
+// list with a receiver row beyond one chunk takes the vectors path, with the cutoff applied on the
+// host side of the device (one nonzero).
 #include <c10/core/GradMode.h>
 
 #include <cmath>
@@ -36,7 +37,6 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
                                              graph_ && !graph_pairs_.empty() ? graph_pairs_.front().rows : 0};
   const int64_t edges = skin_bucket(count, previous.first), atoms = may_graph ? padded_count(ntotal, 256) : ntotal;
   update_plan(atoms, edges);
-  if (plan_.edge_chunk < edges || plan_.atom_chunk < list.nlocal) return false;
   TopologyOptions o;
   o.edge_chunk = plan_.edge_chunk;
   o.atom_chunk = plan_.atom_chunk;
@@ -51,6 +51,12 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   auto skin = std::make_unique<SkinList>(
       SkinList::build(list, positions, cell, r_max, o, pairs, p_.options.dtype().toScalarType(), p_.atomic_numbers,
                       previous));
+  if (skin->blocks() == 0) return false;  // (a receiver row with more edges than the plan's chunk)
+  if (skin->blocks() > 1 && skin->blocks() != said_blocks_ && options_.log) {
+    said_blocks_ = skin->blocks();
+    options_.log("neighbour list: " + std::to_string(skin->blocks()) + " blocks of receiver rows, one edge chunk " +
+                 "each (the memory plan's), compacted on every step without rebuilding; steps not captured");
+  }
   ++counters_.topology_builds;
   if (pairs) ++skin_pair_builds_;
   // A step captured for the last list reads topology_, graph_pairs_ and graph_v64_: it stays when
@@ -73,9 +79,7 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
 }
 
 void FastEngine::compact_list(bool use_graph) {
-  auto body = [this](const SegmentedCudaGraph::Cut&) {
-    skin_->compact(positions_, &topology_, graph_pairs_.empty() ? nullptr : &graph_pairs_.front(), &graph_v64_);
-  };
+  auto body = [this](const SegmentedCudaGraph::Cut&) { skin_->compact(positions_, &topology_, &graph_pairs_, &graph_v64_); };
   if (!use_graph) return body([](const SegmentedCudaGraph::HostWork& work) { work(); });
   if (compaction_) return compaction_->replay();
   compaction_ = std::make_unique<SegmentedCudaGraph>(p_.options.device(), body, body);  // (the warm-up ran it)
@@ -118,7 +122,8 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
     list_id_ = 0;  // (run() left list mode; the next call adopts the list again)
     return r;
   }
-  const bool use_graph = may_graph;
+  // (a list of several blocks is a large system's: its step is not captured)
+  const bool use_graph = may_graph && skin_->blocks() == 1;
   positions_.copy_(positions);
   if (!cell.is_same(cell_)) {  // (the evaluator makes a new tensor when the box changes)
     skin_->set_cell(cell);
@@ -127,11 +132,14 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
   compact_list(use_graph);
   // The one read per step: whether the buckets held, and the closest pair. With no exchange to keep
   // in step with other ranks, the step is queued behind the compaction before that read, so the
-  // device never waits for the host in between; a step on outgrown buckets is discarded.
+  // device never waits for the host in between; a step on outgrown buckets is discarded. The read
+  // waits for the compaction only: the host returns, and its caller queues the outputs' copies,
+  // while the device still runs the step.
+  skin_->request_status();
   EngineResult out;
   bool stepped = use_graph && halo == nullptr;
   if (stepped) out = step_list(use_graph, halo, want);
-  at::Tensor status = skin_->status().to(at::kCPU);
+  at::Tensor status = skin_->host_status();
   if (status[2].item<double>() > 0) check_finite_positions(positions_);
   if (status[0].item<double>() > 0) {
     ++counters_.bucket_overflows;

@@ -10,6 +10,7 @@
 #include "engine/step/message_stage.h"
 
 #if FLASHMACE_CUDA_KERNELS
+#include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -104,6 +105,24 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   s.shift_ = at::empty_like(s.f_image_);
   s.set_cell(cell);
   const at::Tensor full = s.vectors(positions);
+  s.z_node_ = atomic_numbers.index_select(0, g.species);
+  s.status_ = at::zeros({3}, full.options());
+  // (an edge and its reverse have exactly negated vectors, so the same length)
+  const int64_t count = ((full * full).sum(1) < cutoff * cutoff).sum().item<int64_t>();
+  if (skin_bucket(count, previous.first) > options.edge_chunk || options.atom_chunk < list.nlocal) {
+    s.build_blocks(full, options, pairs, dtype, g.species, previous);
+    if (!s.blocks_.empty()) {
+      const EdgeTopology& t = s.topology;
+      s.slot_node_ = at::zeros({atomic_numbers.size(0)}, g.species.options())
+                         .index_put_({t.present_index}, at::arange(t.present_index.size(0), g.species.options()))
+                         .index_select(0, g.species);
+      const XIndexCsr by_sender = xindex_csr(s.f_send_, t.padded_atoms);
+      s.f_sender_order_ = by_sender.perm;
+      s.f_sender_sorted_ = s.f_send_.index_select(0, by_sender.perm);
+      s.f_sender_ptr_ = by_sender.ptr;
+    }
+    return s;
+  }
   if (pairs) {
     const RadialPairs p = pair_reverse_edges(s.f_send_, s.f_recv_, full, dtype);
     s.f_index_ = p.index;
@@ -111,12 +130,8 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
     s.f_second_ = p.second;
     s.f_share_ = p.share;
   }
-  const at::Tensor z_node = atomic_numbers.index_select(0, g.species);
-  s.z_node_ = z_node;
-
   // The compacted topology's shape: a bucket with headroom over the edges within the cutoff now
   // (its tensors are written by every compact()).
-  const int64_t count = s.within(full).sum().item<int64_t>();
   options.padded_edges = skin_bucket(count, previous.first);
   options.padded_atoms = options.padded_atoms > 0 ? std::max(options.padded_atoms, ntotal) : ntotal;
   options.edge_chunk = std::max(options.edge_chunk, options.padded_edges);
@@ -142,7 +157,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
     p.share = at::ones({t.padded_edges, 1}, s.f_share_.options());
     s.pairs.assign(1, p);
   }
-  s.status_ = at::zeros({3}, full.options());
+  s.blocks_.push_back(Block{0, list.nlocal, 0, F, 0, t.padded_edges, {}});
 #if FLASHMACE_CUDA_KERNELS
   if (full.is_cuda()) {
     const int64_t rows = s.f_first_.defined() ? s.f_first_.size(0) : 0;
@@ -155,6 +170,205 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   }
 #endif
   return s;
+}
+
+namespace {
+
+// A block's bucket: ~3 % headroom over the edges within the cutoff at the list build (as
+// skin_bucket, on a finer granule: blocks are chunks of the memory plan, not graph shapes).
+int64_t block_bucket(int64_t count) { return (count + count / 32 + 32 + 31) / 32 * 32; }
+
+}  // namespace
+
+void SkinList::build_blocks(const at::Tensor& full, TopologyOptions options, bool pairs, at::ScalarType dtype,
+                            const at::Tensor& species, const std::pair<int64_t, int64_t>& /*previous*/) {
+  const int64_t N = nlocal_;
+  const auto i64 = f_send_.options();
+  const at::Tensor within = ((full * full).sum(1) < cutoff_ * cutoff_).to(at::kLong);
+  const at::Tensor cx = prefix(within);
+  // Per row: its first listed edge and the edges within the cutoff before it (one copy each).
+  const at::Tensor list_ptr = f_row_ptr_.to(at::kCPU).contiguous();
+  const at::Tensor within_before = cx.index_select(0, f_row_ptr_).to(at::kCPU).contiguous();
+  const int64_t* lp = list_ptr.data_ptr<int64_t>();
+  const int64_t* wb = within_before.data_ptr<int64_t>();
+  std::vector<Block> blocks;
+  Block b;
+  int64_t edges = 0, offset = 0;
+  auto close = [&] {
+    b.list1 = lp[b.row0 + b.nrows];
+    b.bucket = block_bucket(edges);
+    b.offset = offset;
+    offset += b.bucket;
+    blocks.push_back(b);
+  };
+  for (int64_t r = 0; r < N; ++r) {
+    const int64_t c = wb[r + 1] - wb[r];
+    if (b.nrows > 0 && (b.nrows >= options.atom_chunk || block_bucket(edges + c) > options.edge_chunk)) {
+      close();
+      b = Block{};
+      edges = 0;
+    }
+    if (b.nrows == 0) {
+      b.row0 = r;
+      b.list0 = lp[r];
+    }
+    ++b.nrows;
+    edges += c;
+  }
+  close();
+  for (const Block& x : blocks)
+    if (x.bucket > options.edge_chunk) return;  // (one row beyond a chunk: blocks_ stays empty)
+
+  options.row_aligned = true;
+  options.padded_edges = offset;
+  options.padded_atoms = std::max(options.padded_atoms, species.size(0));
+  std::vector<EdgeTopology::RowBlock> rows;
+  for (const Block& x : blocks) rows.push_back({x.row0, x.nrows, x.bucket});
+  topology = EdgeTopology::bucket(species, N, wb[N], options, rows);
+  if (pairs) {
+    for (Block& x : blocks) {
+      const int64_t L = x.list1 - x.list0;
+      if (L > 0)
+        x.list_pairs = pair_reverse_edges(f_send_.narrow(0, x.list0, L), f_recv_.narrow(0, x.list0, L),
+                                          full.narrow(0, x.list0, L), dtype);
+      // Rows: the pairs and single edges within the cutoff, one shared by the padding edges, and
+      // headroom.
+      const int64_t used = L == 0 ? 0 : within.narrow(0, x.list0, L).index_select(0, x.list_pairs.first).sum().item<int64_t>();
+      RadialPairs p;
+      p.rows = block_bucket(used + 1);
+      p.index = at::zeros({x.bucket}, i64);
+      p.first = at::zeros({p.rows}, i64);
+      p.second = at::full({p.rows}, -1, i64);
+      p.share = at::ones({x.bucket, 1}, full.options().dtype(dtype));
+      this->pairs.push_back(p);
+    }
+  }
+  blocks_ = std::move(blocks);
+}
+
+// One block: the single-chunk compaction on its rows and listed edges, into its chunk.
+void SkinList::compact_blocks(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs,
+                              at::Tensor* v64) {
+  const int64_t A = topo->padded_atoms;
+  const auto i64 = f_send_.options();
+  at::Tensor overflow = at::zeros({1}, i64);
+  at::Tensor closest = at::full({1}, 1e300, positions.options());
+  for (std::size_t k = 0; k < blocks_.size(); ++k) {
+    const Block& b = blocks_[k];
+    const int64_t L = b.list1 - b.list0, B = b.bucket, n = b.nrows;
+    const at::Tensor recv_l = f_recv_.narrow(0, b.list0, L), send_l = f_send_.narrow(0, b.list0, L);
+    const at::Tensor full = (positions.index_select(0, recv_l) - positions.index_select(0, send_l)) -
+                            shift_.narrow(0, b.list0, L);
+    const at::Tensor len2 = (full * full).sum(1);
+    const at::Tensor m = len2 < cutoff_ * cutoff_;
+    const at::Tensor cx = prefix(m.to(at::kLong));  // [L + 1]
+    const at::Tensor count = cx.narrow(0, L, 1);
+    const at::Tensor D = at::clamp_min(B - count, 0);
+    const at::Tensor P = at::div(at::arange(n + 1, i64) * D, n, "floor");  // padding before each row
+    const at::Tensor rp = cx.index_select(0, f_row_ptr_.narrow(0, b.row0, n + 1) - b.list0) + P;  // [n + 1]
+    const at::Tensor dump = at::full({1}, B, i64);
+    at::Tensor pos = cx.narrow(0, 0, L) + P.index_select(0, recv_l - b.row0);
+    pos = at::where(m & (pos < B), pos, dump);
+    at::Tensor src = at::full({B + 1}, L, i64);
+    src.index_put_({pos}, at::arange(L, i64));
+    src = src.narrow(0, 0, B);
+    const at::Tensor real = src < L, srcc = at::clamp(src, 0, std::max<int64_t>(L - 1, 0));
+    const at::Tensor slot = at::arange(B, i64);
+    const at::Tensor row = at::clamp(at::searchsorted(rp, slot, /*out_int32=*/false, /*right=*/true) - 1, 0, n - 1);
+    const at::Tensor recv = row + b.row0;
+    const at::Tensor send = L > 0 ? at::where(real, send_l.index_select(0, srcc), recv) : recv;
+    at::Tensor far = at::zeros({1, 3}, full.options());
+    far.select(1, 0).fill_(4.0 * cutoff_ + 10.0);
+    v64->narrow(0, b.offset, B).copy_(L > 0 ? at::where(real.unsqueeze(1), full.index_select(0, srcc), far) : far.expand({B, 3}));
+    topo->sender.narrow(0, b.offset, B).copy_(send);
+    topo->receiver.narrow(0, b.offset, B).copy_(recv);
+    if (topo->z_sender.defined()) {
+      topo->z_sender.narrow(0, b.offset, B).copy_(z_node_.index_select(0, send));
+      topo->z_receiver.narrow(0, b.offset, B).copy_(z_node_.index_select(0, recv));
+    }
+    topo->sender_slot.narrow(0, b.offset, B).copy_(slot_node_.index_select(0, send));
+    topo->chunk_rows[k].copy_(row);
+    topo->chunk_row_ptr[k].copy_(rp);
+    if (!topo->chunk_senders.empty()) {
+      const XIndexCsr c = xindex_csr(send, A);
+      topo->chunk_senders[k].perm.copy_(c.perm);
+      topo->chunk_senders[k].ptr.copy_(c.ptr);
+    }
+    if (pairs && !pairs->empty()) compact_block_pairs(b, len2, pos, real, srcc, &(*pairs)[k], &overflow);
+    overflow = overflow + (count > B).to(at::kLong);
+    if (L > 0) closest = at::minimum(closest, at::where(m, len2, at::full({1}, 1e300, len2.options())).min().reshape({1}));
+  }
+  if (topo->sender_order.defined()) {
+    // Deterministic per-atom sums: every edge in sender order (stable), and the rows' extents.
+    const XIndexCsr s = xindex_csr(topo->sender, A);
+    topo->sender_order.copy_(s.perm);
+    topo->sender_ptr.copy_(s.ptr);
+    topo->sender_counts.copy_(s.ptr.diff());
+    const at::Tensor counts = at::bincount(topo->receiver, {}, A);
+    topo->receiver_counts.copy_(counts);
+    topo->receiver_ptr.copy_(prefix(counts));
+  }
+  const at::Tensor non_finite = (~at::isfinite(positions)).sum().to(at::kDouble).reshape({1});
+  status_.copy_(at::cat({overflow.to(at::kDouble), closest, non_finite}));
+}
+
+// A block's pairs from its edges' squared lengths [L], slots [L] (B: none), and each of its B
+// slots' listed edge (src, within the block) and whether it holds one (real).
+void SkinList::compact_block_pairs(const Block& b, const at::Tensor& len2, const at::Tensor& pos, const at::Tensor& real,
+                                   const at::Tensor& src, RadialPairs* out, at::Tensor* overflow) const {
+  const auto i64 = f_send_.options();
+  const RadialPairs& lp = b.list_pairs;
+  const int64_t L = b.list1 - b.list0, U = out->rows, B = b.bucket;
+  const at::Tensor pad = (~real).to(at::kLong).argmax().reshape({1});  // (the first padding slot)
+  if (L == 0) {  // padding only: every slot reads row 0, made from the first slot
+    out->index.zero_();
+    out->first.zero_();
+    out->second.fill_(-1);
+    out->share.fill_(1);
+    return;
+  }
+  const int64_t Ul = lp.first.size(0);
+  const at::Tensor mrow = len2.index_select(0, lp.first) < cutoff_ * cutoff_;
+  const at::Tensor crow = prefix(mrow.to(at::kLong));
+  const at::Tensor used = crow.narrow(0, Ul, 1);  // real rows
+  const at::Tensor rdump = at::full({1}, U, i64);
+  const at::Tensor rowpos = at::where(mrow & (crow.narrow(0, 0, Ul) < U), crow.narrow(0, 0, Ul), rdump);
+  // Real slots read their listed edge's row, padding ones the shared row after the real ones.
+  const at::Tensor index = at::where(real, rowpos.index_select(0, lp.index.index_select(0, src)), used);
+  out->index.copy_(at::clamp_max(index, U - 1));
+  at::Tensor first = at::zeros({U + 1}, i64), second = at::full({U + 1}, -1, i64);
+  first.index_put_({rowpos}, pos.index_select(0, lp.first));
+  const at::Tensor pos_ext = at::cat({pos, at::full({1}, B, i64)});
+  const at::Tensor partner = pos_ext.index_select(0, at::where(lp.second >= 0, lp.second, at::full({1}, L, i64)));
+  second.index_put_({rowpos}, at::where((lp.second >= 0) & (partner < B), partner, at::full({1}, -1, i64)));
+  first.index_put_({at::where((~real).index_select(0, pad) & (used < U), used, rdump)}, pad);
+  out->first.copy_(first.narrow(0, 0, U));
+  out->second.copy_(second.narrow(0, 0, U));
+  out->share.copy_(at::where(real.unsqueeze(1), lp.share.index_select(0, src), at::ones({1, 1}, lp.share.options())));
+  *overflow = *overflow + (used + 1 > U).to(at::kLong);
+}
+
+void SkinList::request_status() {
+#if FLASHMACE_CUDA_KERNELS
+  if (status_.is_cuda()) {
+    const c10::cuda::CUDAGuard guard(status_.device());
+    if (!status_host_.defined()) {
+      status_host_ = at::empty({3}, at::TensorOptions().dtype(at::kDouble).pinned_memory(true));
+      copied_ = std::make_shared<c10::cuda::CUDAEvent>();
+    }
+    status_host_.copy_(status_, /*non_blocking=*/true);
+    copied_->record(c10::cuda::getCurrentCUDAStream());
+    return;
+  }
+#endif
+  status_host_ = status_.clone();
+}
+
+at::Tensor SkinList::host_status() {
+#if FLASHMACE_CUDA_KERNELS
+  if (copied_) copied_->synchronize();
+#endif
+  return status_host_;
 }
 
 void SkinList::set_cell(const at::Tensor& cell) { shift_.copy_(image_shift(f_image_, cell)); }
@@ -175,13 +389,16 @@ at::Tensor SkinList::within_edges(const at::Tensor& len2) const {
   return within_rows(len2).index_select(0, f_index_);
 }
 
-void SkinList::compact(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64) {
-  if (scans_.defined()) return compact_cuda(positions, topo, pairs, v64);
+void SkinList::compact(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs,
+                       at::Tensor* v64) {
+  if (scans_.defined()) return compact_cuda(positions, topo, pairs && !pairs->empty() ? &pairs->front() : nullptr, v64);
   compact_reference(positions, topo, pairs, v64);
 }
 
-void SkinList::compact_reference(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs,
+void SkinList::compact_reference(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pair_chunks,
                                  at::Tensor* v64) {
+  if (blocks_.size() > 1) return compact_blocks(positions, topo, pair_chunks, v64);
+  RadialPairs* pairs = pair_chunks && !pair_chunks->empty() ? &pair_chunks->front() : nullptr;
   const at::Tensor full = vectors(positions);
   const int64_t F = f_send_.size(0), B = topo->padded_edges, A = topo->padded_atoms, N = nlocal_;
   const auto i64 = f_send_.options();

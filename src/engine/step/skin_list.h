@@ -15,13 +15,25 @@
 // as self-edges with a vector beyond every cutoff (exact zeros), all reading one shared pair row.
 // When more edges come within the cutoff than the bucket holds, status() says so on the device
 // and the caller builds a larger bucket before the step (one flag read per step).
+//
+// A list too large for one edge chunk (or one node block) of the memory plan is cut into blocks of
+// whole receiver rows, each at most atom_chunk rows with a bucket of at most edge_chunk edges: each
+// block compacts into its own chunk of the bucket, with its own padding, and pairs the reverse
+// edges inside it (a pair split between blocks is two single rows). Those lists compact by the ATen
+// formulation, and their steps are not captured (large systems: few launches per edge).
 // Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "engine/ops/radial_pairs.h"
 #include "engine/step/edge_topology.h"
+
+namespace c10::cuda {
+struct CUDAEvent;
+}
 
 namespace flashmace {
 
@@ -60,9 +72,11 @@ int64_t skin_bucket(int64_t count, int64_t previous = 0);
 class SkinList {
  public:
   // Sorts and pairs the list, and sizes the buckets from the edges within `cutoff` at `positions`
-  // and `cell` (with headroom). options: the compacted topology's (one edge chunk; padded_edges and
-  // padded_atoms are set here); pairs: whether the compacted step shares radial rows; previous:
-  // the last list's edge and row buckets (kept when they still fit, skin_bucket).
+  // and `cell` (with headroom). options: the compacted topology's (its edge_chunk and atom_chunk
+  // decide the blocks; padded_edges, padded_atoms and row_aligned are set here); pairs: whether the
+  // compacted step shares radial rows; previous: the last list's edge and row buckets (kept when
+  // they still fit, skin_bucket). blocks() == 0: one receiver row has more edges than a chunk holds
+  // (the caller takes another path).
   static SkinList build(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
                         TopologyOptions options, bool pairs, at::ScalarType dtype, const at::Tensor& atomic_numbers,
                         const std::pair<int64_t, int64_t>& previous = {0, 0});
@@ -74,27 +88,47 @@ class SkinList {
   at::Tensor vectors(const at::Tensor& positions) const;
 
   // Compacts: the listed edges within the cutoff at `positions` into `topo` and `pairs` (the
-  // shapes of `topology` and `pairs` below: their tensors are rewritten in place, their storage
-  // kept) and their vectors into `v64` [bucket, 3]; writes status(). On CUDA one fused pass
-  // (kernels/skin_compaction_kernels.h), elsewhere compact_reference().
-  void compact(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64);
+  // shapes of `topology` and `pairs` below, one per chunk or none: their tensors are rewritten in
+  // place, their storage kept) and their vectors into `v64` [bucket, 3]; writes status(). On CUDA
+  // with one block one fused pass (kernels/skin_compaction_kernels.h), else compact_reference().
+  void compact(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs, at::Tensor* v64);
   // The same in ATen operations: the CPU's path, and the CUDA kernels' reference in the tests.
-  void compact_reference(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64);
+  void compact_reference(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs,
+                         at::Tensor* v64);
+  int64_t blocks() const { return static_cast<int64_t>(blocks_.size()); }
 
   // [3] float64 on the device, written by compact(): [0] > 0 when the edges or pair rows within the
   // cutoff outgrew the buckets (the outputs are then invalid), [1] the smallest squared length
   // within the cutoff, [2] the number of non-finite position components.
   const at::Tensor& status() const { return status_; }
+  // Starts copying status() to the host behind the compaction (CUDA: into pinned memory, with an
+  // event), so that the step can be queued before the host reads it; host_status() waits for that
+  // copy only, not for the work queued after it.
+  void request_status();
+  at::Tensor host_status();
   int64_t listed_edges() const { return f_send_.size(0); }
   // The edges (receiver order) with the smallest length within the cutoff: its sender and receiver.
   std::pair<int64_t, int64_t> closest_edge(const at::Tensor& full) const;
 
-  // What compact() writes into: a topology of the bucket's shape (one edge chunk) and its pairs
-  // (one RadialPairs with a bucket of rows, or none).
+  // What compact() writes into: a topology of the bucket's shape (an edge chunk per block) and its
+  // pairs (per chunk a RadialPairs with a bucket of rows, or none).
   EdgeTopology topology;
   std::vector<RadialPairs> pairs;
 
  private:
+  // A block of receiver rows [row0, row0 + nrows): listed edges [list0, list1) (receiver order),
+  // compacted into [offset, offset + bucket); with pairs, its pairing of those edges (indices
+  // within them).
+  struct Block {
+    int64_t row0 = 0, nrows = 0, list0 = 0, list1 = 0, offset = 0, bucket = 0;
+    RadialPairs list_pairs;
+  };
+  void build_blocks(const at::Tensor& full, TopologyOptions options, bool pairs, at::ScalarType dtype,
+                    const at::Tensor& species, const std::pair<int64_t, int64_t>& previous);
+  // compact_reference() block by block (several blocks): memory in proportion to a block's edges.
+  void compact_blocks(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs, at::Tensor* v64);
+  void compact_block_pairs(const Block& b, const at::Tensor& len2, const at::Tensor& pos, const at::Tensor& real,
+                           const at::Tensor& src, RadialPairs* out, at::Tensor* overflow) const;
   at::Tensor within(const at::Tensor& full) const;        // [F] bool
   at::Tensor within_edges(const at::Tensor& len2) const;  // [F] bool from the squared lengths
   at::Tensor within_rows(const at::Tensor& len2) const;   // [pair rows] bool, by each row's first edge
@@ -116,6 +150,9 @@ class SkinList {
   // The fused CUDA pass's own: each edge's place in the sender order [F], the scans' buffers
   // [F + 1 | F + 1 | pair rows + 1], CUB's temporary bytes, two reset words.
   at::Tensor f_sender_rank_, scans_, scan_temp_, words_;
+  std::vector<Block> blocks_;
+  at::Tensor status_host_;                      // [3] (CUDA: pinned)
+  std::shared_ptr<c10::cuda::CUDAEvent> copied_;  // (CUDA: the status copy's completion)
 };
 
 }  // namespace flashmace
