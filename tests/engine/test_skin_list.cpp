@@ -57,7 +57,7 @@ TEST(SkinList, ChunkedScalarModelWithoutRadialPairs) {
 }
 
 TEST(SkinList, ChunkedPlanNoticesABlockOutgrowingItsBucket) {
-  // (blocks of ~400 edges have up to 19 % headroom: 4 and 8 % strains put 12 and 24 % more pairs
+  // (blocks of ~400 edges have up to 17 % headroom: 4 and 8 % strains put 12 and 24 % more pairs
   // within the cutoff)
   SkinCase c{"small_l1", "cpu", "bulk"};
   c.edge_chunk = 400;
