@@ -59,6 +59,7 @@ Domain make_domain(bool ghosts, const at::Device& d) {
 
 SkinList make_skin(const Domain& dom, bool pairs, at::ScalarType dtype) {
   TopologyOptions o;
+  o.edge_chunk = dom.list.graph.sender.size(0) + 4096;  // one block: the fused kernels' layout
   o.atom_chunk = dom.list.nlocal;
   o.padded_atoms = dom.list.graph.species.size(0) + 37;  // padding atoms past the last node
   o.sender_csr = true;
