@@ -110,7 +110,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   // (an edge and its reverse have exactly negated vectors, so the same length)
   const int64_t count = ((full * full).sum(1) < cutoff * cutoff).sum().item<int64_t>();
   if (skin_bucket(count, previous.first) > options.edge_chunk || options.atom_chunk < list.nlocal) {
-    s.build_blocks(full, options, pairs, dtype, g.species, previous);
+    s.build_blocks(full, options, pairs, dtype, g.species);
     if (!s.blocks_.empty()) {
       const EdgeTopology& t = s.topology;
       s.slot_node_ = at::zeros({atomic_numbers.size(0)}, g.species.options())
@@ -183,7 +183,7 @@ int64_t block_bucket(int64_t count) { return (count + count / 64 + 32 + 31) / 32
 }  // namespace
 
 void SkinList::build_blocks(const at::Tensor& full, TopologyOptions options, bool pairs, at::ScalarType dtype,
-                            const at::Tensor& species, const std::pair<int64_t, int64_t>& /*previous*/) {
+                            const at::Tensor& species) {
   const int64_t N = nlocal_;
   const auto i64 = f_send_.options();
   const at::Tensor within = ((full * full).sum(1) < cutoff_ * cutoff_).to(at::kLong);
@@ -248,7 +248,8 @@ void SkinList::build_blocks(const at::Tensor& full, TopologyOptions options, boo
   blocks_ = std::move(blocks);
 }
 
-// One block: the single-chunk compaction on its rows and listed edges, into its chunk.
+// Block by block, compact_reference()'s steps on the block's rows and listed edges, into its chunk;
+// then the per-atom sums' sender order over every chunk.
 void SkinList::compact_blocks(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs,
                               at::Tensor* v64) {
   const int64_t A = topo->padded_atoms;

@@ -124,8 +124,9 @@ class SkinList {
     RadialPairs list_pairs;
   };
   void build_blocks(const at::Tensor& full, TopologyOptions options, bool pairs, at::ScalarType dtype,
-                    const at::Tensor& species, const std::pair<int64_t, int64_t>& previous);
-  // compact_reference() block by block (several blocks): memory in proportion to a block's edges.
+                    const at::Tensor& species);
+  // compact_reference() block by block (several blocks): memory in proportion to a block's edges,
+  // the previous list's buckets not reused (no captured step reads them).
   void compact_blocks(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs, at::Tensor* v64);
   void compact_block_pairs(const Block& b, const at::Tensor& len2, const at::Tensor& pos, const at::Tensor& real,
                            const at::Tensor& src, RadialPairs* out, at::Tensor* overflow) const;
