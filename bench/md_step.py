@@ -24,7 +24,9 @@ ATOMS:MS,..., FastMACE / kk, the kk style's speed-up over FastMACE's ms/step at 
 With --trace, each one-rank run also records a timeline of a few steps from the middle of its timed
 run (FLASHMACE_TRACE, engine/evaluation_trace.h: every kernel, copy and host wait of the process) and
 summarises it with trace_summary.py: per step, the device's busy time and its idle time inside and
-outside the pair style's evaluation, beside the table (trace-RUNNER-ATOMS.json and .txt).
+outside the pair style's evaluation, beside the table (trace-RUNNER-ATOMS.json and .txt). The
+profiler slows a process's steps once it has started (bench/RESULTS.md, 2026-12-05 seventh), so
+time the table without --trace and trace in a second run.
 
 Writes OUT/md-step.md (the table and the exact commands) and OUT/md-step.json; the decks stay beside
 them.
@@ -219,7 +221,8 @@ def write_table(args, rows, path):
     if traced:
         lines += ["", f"Timelines (--trace: {TRACED_STEPS} steps from the middle of each one-rank run, ms per step; "
                   "device idle split by whether the host was inside the evaluation; trace-RUNNER-ATOMS.txt has "
-                  "the kernels, copies, host waits and longest gaps):", "",
+                  "the kernels, copies, host waits and longest gaps; the profiler slows the steps after it "
+                  "starts, so the ms/step above are not those of an untraced run):", "",
                   "| atoms | runner | wall | device busy | idle inside evaluate | idle outside evaluate |",
                   "|---|---|---|---|---|---|"]
         for r in traced:
