@@ -110,10 +110,14 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
   const bool may_graph = options_.cuda_graph && p_.options.device().is_cuda() && !timer_ && list.nlocal > 0 &&
                          SegmentedCudaGraph::available();
   const double r_max = p_.config.r_max;
-  if (list_id != list_id_ || !skin_) {
+  // (a list refused once, e.g. for a receiver row beyond a chunk, is not tried again)
+  if ((list_id != list_id_ || !skin_) && list_id != refused_list_id_) {
     check_finite_positions(positions);  // (the list's buckets are sized from them)
     list_id_ = list_id;
-    if (!adopt_list(list, positions, cell, may_graph)) list_id_ = 0;
+    if (!adopt_list(list, positions, cell, may_graph)) {
+      list_id_ = 0;
+      refused_list_id_ = list_id;
+    }
   }
   if (!skin_) {
     // The vectors path: the edges within the cutoff, picked here.
