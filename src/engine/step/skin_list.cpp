@@ -23,6 +23,13 @@ at::Tensor prefix(const at::Tensor& counts) {  // [n] -> [n + 1] exclusive scan 
   return at::cat({at::zeros({1}, counts.options()), at::cumsum(counts, 0)});
 }
 
+// Each node's element slot among the elements present (present_index: their atomic-number indices).
+at::Tensor element_slots(const at::Tensor& atomic_numbers, const at::Tensor& species, const at::Tensor& present_index) {
+  return at::zeros({atomic_numbers.size(0)}, species.options())
+      .index_put_({present_index}, at::arange(present_index.size(0), species.options()))
+      .index_select(0, species);
+}
+
 // Headroom over the edges within the cutoff at the list build: a list lives while no atom moved
 // more than half the skin, in which time the count changes by a few percent at most in dense
 // matter; beyond that the bucket is rebuilt.
@@ -108,19 +115,11 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   s.z_node_ = atomic_numbers.index_select(0, g.species);
   s.status_ = at::zeros({3}, full.options());
   // (an edge and its reverse have exactly negated vectors, so the same length)
-  const int64_t count = ((full * full).sum(1) < cutoff * cutoff).sum().item<int64_t>();
+  const at::Tensor within = (full * full).sum(1) < cutoff * cutoff;
+  const int64_t count = within.sum().item<int64_t>();
   if (skin_bucket(count, previous.first) > options.edge_chunk || options.atom_chunk < list.nlocal) {
-    s.build_blocks(full, options, pairs, dtype, g.species);
-    if (!s.blocks_.empty()) {
-      const EdgeTopology& t = s.topology;
-      s.slot_node_ = at::zeros({atomic_numbers.size(0)}, g.species.options())
-                         .index_put_({t.present_index}, at::arange(t.present_index.size(0), g.species.options()))
-                         .index_select(0, g.species);
-      const XIndexCsr by_sender = xindex_csr(s.f_send_, t.padded_atoms);
-      s.f_sender_order_ = by_sender.perm;
-      s.f_sender_sorted_ = s.f_send_.index_select(0, by_sender.perm);
-      s.f_sender_ptr_ = by_sender.ptr;
-    }
+    s.build_blocks(full, within, options, pairs, dtype, g.species);
+    if (!s.blocks_.empty()) s.slot_node_ = element_slots(atomic_numbers, g.species, s.topology.present_index);
     return s;
   }
   if (pairs) {
@@ -137,9 +136,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   options.edge_chunk = std::max(options.edge_chunk, options.padded_edges);
   s.topology = EdgeTopology::bucket(g.species, list.nlocal, count, options);
   const EdgeTopology& t = s.topology;
-  s.slot_node_ = at::zeros({atomic_numbers.size(0)}, g.species.options())
-                     .index_put_({t.present_index}, at::arange(t.present_index.size(0), g.species.options()))
-                     .index_select(0, g.species);
+  s.slot_node_ = element_slots(atomic_numbers, g.species, t.present_index);
   const XIndexCsr by_sender = xindex_csr(s.f_send_, t.padded_atoms);
   s.f_sender_order_ = by_sender.perm;
   s.f_sender_sorted_ = s.f_send_.index_select(0, by_sender.perm);
@@ -182,11 +179,11 @@ int64_t block_bucket(int64_t count) { return (count + count / 64 + 32 + 31) / 32
 
 }  // namespace
 
-void SkinList::build_blocks(const at::Tensor& full, TopologyOptions options, bool pairs, at::ScalarType dtype,
-                            const at::Tensor& species) {
+void SkinList::build_blocks(const at::Tensor& full, const at::Tensor& within_mask, TopologyOptions options, bool pairs,
+                            at::ScalarType dtype, const at::Tensor& species) {
   const int64_t N = nlocal_;
   const auto i64 = f_send_.options();
-  const at::Tensor within = ((full * full).sum(1) < cutoff_ * cutoff_).to(at::kLong);
+  const at::Tensor within = within_mask.to(at::kLong);
   const at::Tensor cx = prefix(within);
   // Per row: its first listed edge and the edges within the cutoff before it (one copy each).
   const at::Tensor list_ptr = f_row_ptr_.to(at::kCPU).contiguous();

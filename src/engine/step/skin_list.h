@@ -123,8 +123,9 @@ class SkinList {
     int64_t row0 = 0, nrows = 0, list0 = 0, list1 = 0, offset = 0, bucket = 0;
     RadialPairs list_pairs;
   };
-  void build_blocks(const at::Tensor& full, TopologyOptions options, bool pairs, at::ScalarType dtype,
-                    const at::Tensor& species);
+  // (within: [F] bool, the listed edges within the cutoff at the list build)
+  void build_blocks(const at::Tensor& full, const at::Tensor& within, TopologyOptions options, bool pairs,
+                    at::ScalarType dtype, const at::Tensor& species);
   // compact_reference() block by block (several blocks): memory in proportion to a block's edges,
   // the previous list's buckets not reused (no captured step reads them).
   void compact_blocks(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs, at::Tensor* v64);
@@ -142,6 +143,7 @@ class SkinList {
   at::Tensor f_image_;                // [F, 3] float64
   at::Tensor shift_;                  // [F, 3] f_image_ times the cell
   at::Tensor f_row_ptr_;              // [nlocal + 1]
+  // (the three below: one block only; several blocks sort their compacted senders per step)
   at::Tensor f_sender_order_;         // [F] receiver-order edges sorted by sender (stable)
   at::Tensor f_sender_sorted_;        // [F] their senders
   at::Tensor f_sender_ptr_;           // [padded atoms + 1]
