@@ -139,8 +139,9 @@ PairMACEFlash::PlacedDevice PairMACEFlash::place_device() const {
     if (anywhere && comm->me == 0)
       error->warning(FLERR, text("pair_style mace/flash device cuda: a node runs more MPI ranks than it has GPUs, "
                                  "so ranks share GPUs (node-local rank modulo the GPU count) and wait for each "
-                                 "other on them; start one rank per GPU, or name the GPU with device cuda:N to "
-                                 "share on purpose"));
+                                 "other on them (two ranks on one GPU without CUDA MPS: 5-15x the time per step "
+                                 "of one rank alone, measured); start one rank per GPU, or name the GPU with "
+                                 "device cuda:N to share on purpose"));
     if (gpus > 0) placed.name = "cuda:" + std::to_string(local_rank % gpus);  // else the evaluator explains
   }
   const int mine = gpus > 0 && placed.name.size() > 5 ? std::atoi(placed.name.c_str() + 5) : -1;
