@@ -115,7 +115,8 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   s.z_node_ = atomic_numbers.index_select(0, g.species);
   s.status_ = at::zeros({3}, full.options());
   // (an edge and its reverse have exactly negated vectors, so the same length)
-  const at::Tensor within = (full * full).sum(1) < cutoff * cutoff;
+  const at::Tensor len2 = (full * full).sum(1);
+  const at::Tensor within = len2 < cutoff * cutoff;
   const int64_t count = within.sum().item<int64_t>();
   if (skin_bucket(count, previous.first) > options.edge_chunk || options.atom_chunk < list.nlocal) {
     s.build_blocks(full, within, options, pairs, dtype, g.species);
@@ -144,7 +145,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   if (pairs) {
     // Rows: the pairs and single edges within the cutoff, one shared by the padding edges, and
     // headroom.
-    const int64_t rows = s.within_rows((full * full).sum(1)).sum().item<int64_t>();
+    const int64_t rows = s.within_rows(len2).sum().item<int64_t>();
     const int64_t bucket_rows = skin_bucket(rows + 1, previous.second);
     RadialPairs p;
     p.rows = bucket_rows;
