@@ -12,6 +12,8 @@ namespace flashmace {
 
 namespace {
 
+constexpr int kMaxColumns = 1 << 20;  // columns per atom line that Properties may declare
+
 // key=value pairs of the comment line; values may be double-quoted.
 std::map<std::string, std::string> parse_comment(const std::string& line) {
   std::map<std::string, std::string> kv;
@@ -97,6 +99,10 @@ Structure parse_extxyz(const std::string& text, const std::string& label) {
         count = 0;
       }
       if (count < 1) throw Error(where + "Properties entry '" + f[k] + "' has a bad column count '" + f[k + 2] + "'");
+      // (a line of text holds far fewer columns; the bound also keeps the column sum in range)
+      if (count > kMaxColumns - col)
+        throw Error(where + "Properties lists more than " + std::to_string(kMaxColumns) + " columns (entry '" + f[k] +
+                    "' with " + f[k + 2] + ")");
       if ((f[k] == "species" && count != 1) || (f[k] == "pos" && count != 3))
         throw Error(where + "Properties needs species:S:1 and pos:R:3, got " + f[k] + " with " + f[k + 2] + " columns");
       if (f[k] == "species") species_col = col;

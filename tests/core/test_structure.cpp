@@ -297,6 +297,9 @@ TEST(ExtendedXyz, ErrorsNameTheFileAndLine) {
       {"1\nLattice=\"1 0 0 0 1 0 0 0 1\" pbc=\"T T\"\nH 0 0 0\n", "XYZ file bad.xyz: pbc needs 3 values"},
       {"1\nProperties=species:S:1:pos:R\nH 0 0 0\n", "XYZ file bad.xyz: Properties must be name:type:count triples"},
       {"1\nProperties=species:S:1:xyz:R:3\nH 0 0 0\n", "XYZ file bad.xyz: Properties must include species and pos"},
+      // (two counts near INT_MAX: their sum must be refused, not overflow)
+      {"1\nProperties=species:S:1:pos:R:3:a:R:2000000000:b:R:2000000000\nH 0 0 0\n",
+       "XYZ file bad.xyz: Properties lists more than 1048576 columns (entry 'a' with 2000000000)"},
   };
   for (const auto& [text, message] : cases) {
     const std::string got = testing::error_of([&] { parse_extxyz(text, "bad.xyz"); });
