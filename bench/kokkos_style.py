@@ -35,6 +35,11 @@ import scaling  # bench/scaling.py, beside this script
 DECK = "plugin load {plugin}\n" + scaling.DECK
 
 SECTIONS = ("Pair", "Neigh", "Comm", "Output", "Modify", "Other")
+# The run report's own count (pair_style mace/flash on a GPU, docs/pair_style.md): the copies of the
+# evaluations that built no edge topology, and how many evaluations did build one.
+REPORTED = re.compile(r"^mace/flash host<->device copies during this run.*?: (?:(\d+) evaluations without an "
+                      r"edge-topology build, (\d+) bytes each \((\d+) bytes to the device, (\d+) bytes to the "
+                      r"host\) in ([0-9.]+) copies)?(?:; )?(?:(\d+) with one)?", re.MULTILINE)
 # "Pair    | 0.1 | 0.2 | 0.3 |  1.0 | 50.00"; Other has only its average: "Other   |  | 0.01 |  |  | 0.50"
 ROW = re.compile(r"^(Pair|Neigh|Comm|Output|Modify|Other)\s*\|[^|]*\|\s*([0-9.eE+-]+)\s*\|", re.MULTILINE)
 
@@ -94,6 +99,7 @@ def run_style(args, style, atoms, workdir, steps=None, env=None):
         sys.exit(f"kokkos_style.py: the {style} run with {atoms} atoms failed:\n{output[-3000:]}")
     if style == "kk" and "pair mace/flash/kk" not in output:
         sys.exit(f"kokkos_style.py: LAMMPS did not build the mace/flash/kk neighbour list:\n{output[-3000:]}")
+    reported = reported_transfers(output)
     sections, loop = breakdown(output)
     if not sections or set(sections) != set(SECTIONS):
         sys.exit(f"kokkos_style.py: no complete timing breakdown in the {style} run's output:\n{output[-3000:]}")
@@ -101,17 +107,30 @@ def run_style(args, style, atoms, workdir, steps=None, env=None):
     per_step = {name: 1e3 * sections[name] / steps for name in SECTIONS}
     return {"style": style, "atoms": natoms, "ranks": int(loop[1]), "steps": steps, "loop_s": float(loop[0]),
             "ms_per_step": 1e3 * float(loop[0]) / steps, "section_ms_per_step": per_step,
-            "outside_pair": 1 - per_step["Pair"] / sum(per_step.values()), "command": " ".join(cmd), "deck": deck}
+            "outside_pair": 1 - per_step["Pair"] / sum(per_step.values()), "command": " ".join(cmd), "deck": deck,
+            "reported_transfers": reported}
+
+
+def reported_transfers(output):
+    """The timed run's own count of host<->device copies (the last report; None on a CPU, where the
+    style prints none): evaluations without a topology build and their bytes each, and those with one."""
+    found = REPORTED.findall(output)
+    if not found:
+        return None
+    steps, total, htod, dtoh, copies, builds = found[-1]
+    return {"steps": int(steps or 0), "bytes": int(total or 0), "htod_bytes": int(htod or 0),
+            "dtoh_bytes": int(dtoh or 0), "copies": float(copies or 0), "build_steps": int(builds or 0)}
 
 
 def copies(args, style, atoms, workdir, steps):
     """Bytes and copies between host and device of one run, all processes summed, as counted by the
-    CUPTI injection library (bench/cupti_transfers.cpp) each process loads at cuInit."""
+    CUPTI injection library (bench/cupti_transfers.cpp) each process loads at cuInit; and the run's
+    own report of them."""
     prefix = os.path.join(workdir, f"transfers.{style}-{atoms}-{steps}")
     for old in glob.glob(prefix + ".*"):
         os.remove(old)
-    run_style(args, style, atoms, workdir, steps,
-              env={"CUDA_INJECTION64_PATH": os.path.abspath(args.transfers), "FLASHMACE_TRANSFERS_OUT": prefix})
+    run = run_style(args, style, atoms, workdir, steps,
+                    env={"CUDA_INJECTION64_PATH": os.path.abspath(args.transfers), "FLASHMACE_TRANSFERS_OUT": prefix})
     files = glob.glob(prefix + ".*")
     if len(files) < args.ranks:
         sys.exit(f"kokkos_style.py: {len(files)} transfer counts for {args.ranks} rank(s) ({prefix}.*): did CUDA "
@@ -121,15 +140,19 @@ def copies(args, style, atoms, workdir, steps):
         for item in open(name).read().split():
             key, value = item.split("=")
             totals[key] = totals.get(key, 0) + int(value)
-    return totals
+    return totals, run["reported_transfers"]
 
 
 def copies_per_step(args, style, atoms, workdir):
     """Host<->device traffic per MD step: the difference of a run of 2 S and one of S timed steps
-    (same setup and warm-up), divided by S, so loading, setup and the first neighbour list cancel."""
-    short, long = (copies(args, style, atoms, workdir, n) for n in (args.transfer_steps, 2 * args.transfer_steps))
+    (same setup and warm-up), divided by S, so loading, setup and the first neighbour list cancel.
+    Beside it, the longer run's own report (the style's and engine's copies per evaluation without a
+    topology build; LAMMPS's own copies are CUPTI's only)."""
+    (short, _), (long, reported) = (copies(args, style, atoms, workdir, n)
+                                    for n in (args.transfer_steps, 2 * args.transfer_steps))
     per_step = {key: (long[key] - short[key]) / args.transfer_steps for key in long}
     per_step.update({f"setup_{key}": short[key] - args.transfer_steps * per_step[key] for key in long})
+    per_step["reported"] = reported
     return per_step
 
 
@@ -151,13 +174,19 @@ def write_table(args, rows, path):
                   f"{args.transfer_steps} and {2 * args.transfer_steps} timed steps, difference / "
                   f"{args.transfer_steps}; neighbour-list rebuilds included at their rate). DtoD stays on the GPU.", "",
                   "| atoms | style | HtoD bytes/step | HtoD copies/step | DtoH bytes/step | DtoH copies/step "
-                  "| DtoD bytes/step | setup HtoD bytes | setup DtoH bytes |", "|---" * 9 + "|"]
+                  "| DtoD bytes/step | setup HtoD bytes | setup DtoH bytes | reported HtoD / DtoH bytes per step "
+                  "| reported steps with a topology build |", "|---" * 11 + "|"]
         for pair in rows:
             for r in pair:
                 t = r["copies_per_step"]
+                own = t["reported"]
+                mine = f"{own['htod_bytes']} / {own['dtoh_bytes']} | {own['build_steps']}" if own else "- | -"
                 lines.append(f"| {r['atoms']} | {r['style']} | {t['htod_bytes']:.0f} | {t['htod_copies']:.1f} | "
                              f"{t['dtoh_bytes']:.0f} | {t['dtoh_copies']:.1f} | {t['dtod_bytes']:.0f} | "
-                             f"{t['setup_htod_bytes']:.0f} | {t['setup_dtoh_bytes']:.0f} |")
+                             f"{t['setup_htod_bytes']:.0f} | {t['setup_dtoh_bytes']:.0f} | {mine} |")
+        lines += ["", "Reported: the run's own count (pair_style mace/flash's report: the style's and the engine's "
+                  "copies per evaluation without an edge-topology build; LAMMPS's own copies are in CUPTI's "
+                  "columns only)."]
     lines += ["", "Commands (the decks are beside this table):", ""]
     lines += [f"    {r['command']}" for pair in rows for r in pair]
     lines += ["", "Made by: " + " ".join(shlex.quote(a) for a in sys.argv), ""]
@@ -195,7 +224,7 @@ def main():
                 t = r["copies_per_step"]
                 print(f"kokkos_style: {r['atoms']} atoms, {r['style']}: per step {t['htod_bytes']:.0f} bytes host to "
                       f"device ({t['htod_copies']:.1f} copies), {t['dtoh_bytes']:.0f} bytes device to host "
-                      f"({t['dtoh_copies']:.1f} copies)", flush=True)
+                      f"({t['dtoh_copies']:.1f} copies); its own report: {t['reported']}", flush=True)
         print(f"kokkos_style: {kk['atoms']} atoms: plain {plain['ms_per_step']:.3f} ms/step, kk "
               f"{kk['ms_per_step']:.3f} ms/step (kk / plain {kk['ms_per_step'] / plain['ms_per_step']:.3f}), "
               f"outside Pair: plain {100 * plain['outside_pair']:.1f} %, kk {100 * kk['outside_pair']:.1f} %",

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/host_transfers.h"
 #include "core/system_inputs.h"
 #include "engine/cpu_buffer_cache.h"
 #include "engine/evaluation_trace.h"
@@ -135,6 +136,7 @@ class TensorEvaluator : public Evaluator {
   const at::Tensor& list_cell(const GraphView& view) {
     if (!cell_.defined() || view.cell != cell_host_) {
       cell_host_ = view.cell;
+      if (!device_.is_cpu()) count_to_device(static_cast<int64_t>(sizeof(double)) * 9);
       cell_ = at::tensor(std::vector<double>(view.cell.begin(), view.cell.end()), at::kDouble).reshape({3, 3}).to(device_);
     }
     return cell_;

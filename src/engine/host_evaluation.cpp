@@ -4,12 +4,16 @@
 #include <ATen/Parallel.h>
 
 #include "core/error.h"
+#include "core/host_transfers.h"
 
 namespace flashmace {
 
 namespace {
 
+int64_t bytes_of(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
 std::vector<double> to_host(const at::Tensor& t) {
+  if (!t.is_cpu()) count_to_host(bytes_of(t));
   const at::Tensor c = t.to(at::kCPU, at::kDouble).contiguous();
   return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
 }
@@ -42,7 +46,9 @@ DeviceGraph to_device(const Evaluator& ev, const std::vector<int64_t>& species, 
   // million atoms a copy of the edges is gigabytes); on the CPU the tensors own copies.
   auto copy = [&](const void* data, at::IntArrayRef sizes, const at::TensorOptions& o) {
     const at::Tensor host = at::from_blob(const_cast<void*>(data), sizes, o);
-    return device.is_cpu() ? host.clone() : host.to(device);
+    if (device.is_cpu()) return host.clone();
+    count_to_device(bytes_of(host));
+    return host.to(device);
   };
   const int64_t E = static_cast<int64_t>(sender.size());
   DeviceGraph g;
@@ -126,7 +132,7 @@ void ResidentGraph::evaluate(Evaluator& ev, HaloExchanger* halo) {
   ev.evaluate(impl_->graph.view(impl_->atoms), halo, r, o);
 }
 
-double ResidentGraph::energy() const { return impl_->outputs.energy.to(at::kCPU).item<double>(); }
+double ResidentGraph::energy() const { return to_host(impl_->outputs.energy)[0]; }
 
 Prediction evaluate_structure(Evaluator& ev, const Structure& s) {
   return evaluate_structure(ev, s, build_neighbor_list(s, ev.cutoff()));
@@ -215,13 +221,18 @@ LocalPrediction ResidentList::evaluate(Evaluator& ev, const HostList& list, int6
   const int64_t F = static_cast<int64_t>(list.sender.size());
   if (list_id == 0 || list_id != m.list_id) {
     const auto i64 = at::TensorOptions().dtype(at::kLong);
-    m.species = at::tensor(list.species, i64).to(device);
-    m.sender = at::tensor(list.sender, i64).to(device);
-    m.receiver = at::tensor(list.receiver, i64).to(device);
-    m.image = at::tensor(list.image, at::TensorOptions().dtype(at::kInt)).to(device);
+    auto upload = [&](const at::Tensor& host) {
+      if (!device.is_cpu()) count_to_device(bytes_of(host));
+      return host.to(device);
+    };
+    m.species = upload(at::tensor(list.species, i64));
+    m.sender = upload(at::tensor(list.sender, i64));
+    m.receiver = upload(at::tensor(list.receiver, i64));
+    m.image = upload(at::tensor(list.image, at::TensorOptions().dtype(at::kInt)));
     m.positions = at::empty({list.ntotal, 3}, at::TensorOptions().dtype(at::kDouble).device(device));
     m.list_id = list_id;
   }
+  if (!device.is_cpu()) count_to_device(bytes_of(m.positions));
   m.positions.copy_(at::from_blob(const_cast<double*>(positions), {list.ntotal, 3}, at::kDouble));
   GraphView v;
   v.nlocal = list.nlocal;

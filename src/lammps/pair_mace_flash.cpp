@@ -346,8 +346,60 @@ void PairMACEFlash::evaluate_or_stop(const std::function<void()>& evaluation) {
 
 void PairMACEFlash::finish() {
   report_rebuilds();
+  report_transfers();
   report_memory();
   report_exchange();
+}
+
+PairMACEFlash::StepTransfers::StepTransfers(PairMACEFlash* pair)
+    : pair_(pair), topology_builds_(pair->model_->counters().topology_builds), scope_(&tally_) {}
+
+PairMACEFlash::StepTransfers::~StepTransfers() {
+  if (pair_->model_->counters().topology_builds > topology_builds_) {
+    pair_->build_transfers_ += tally_;
+    ++pair_->transfer_build_steps_;
+  } else {
+    pair_->step_transfers_ += tally_;
+    ++pair_->transfer_steps_;
+  }
+}
+
+namespace {
+
+std::string bytes_each(long long bytes, long long n) {
+  char s[48];
+  std::snprintf(s, sizeof(s), "%.0f bytes", static_cast<double>(bytes) / static_cast<double>(n));
+  return s;
+}
+
+}  // namespace
+
+void PairMACEFlash::report_transfers() {
+  if (!model_) return;
+  const flashmace::HostTransfers& a = step_transfers_;
+  const flashmace::HostTransfers& b = build_transfers_;
+  long long mine[8] = {transfer_steps_, transfer_build_steps_, a.to_device_bytes, a.to_host_bytes, a.copies,
+                       b.to_device_bytes, b.to_host_bytes, b.copies};
+  long long all[8], steps[2];
+  MPI_Allreduce(mine, all, 8, MPI_LONG_LONG, MPI_SUM, world);
+  MPI_Allreduce(mine, steps, 2, MPI_LONG_LONG, MPI_MAX, world);  // (every rank makes every evaluation)
+  step_transfers_ = build_transfers_ = flashmace::HostTransfers();
+  transfer_steps_ = transfer_build_steps_ = 0;
+  if (comm->me != 0 || model_->device().rfind("cuda", 0) != 0 || steps[0] + steps[1] == 0) return;
+  std::string line = "mace/flash host<->device copies during this run, summed over " + std::to_string(comm->nprocs) +
+                     " rank(s) (the pair style's and the engine's; LAMMPS's own not included): ";
+  if (steps[0] > 0) {
+    char copies[32];
+    std::snprintf(copies, sizeof(copies), "%.1f", static_cast<double>(all[4]) / static_cast<double>(steps[0]));
+    line += std::to_string(steps[0]) + " evaluations without an edge-topology build, " +
+            bytes_each(all[2] + all[3], steps[0]) + " each (" + bytes_each(all[2], steps[0]) + " to the device, " +
+            bytes_each(all[3], steps[0]) + " to the host) in " + copies + " copies";
+  }
+  if (steps[1] > 0)
+    line += std::string(steps[0] > 0 ? "; " : "") + std::to_string(steps[1]) + " with one, at least " +
+            bytes_each(all[5] + all[6], steps[1]) +
+            " each (the list, inputs and outputs; the build's own index reads not counted)";
+  utils::logmesg(lmp, text(line + "\n"));
 }
 
 void PairMACEFlash::report_memory() {
@@ -505,6 +557,7 @@ void PairMACEFlash::build_list() {
 
 void PairMACEFlash::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
+  const StepTransfers transfers(this);
   check_list_is_current();
   check_list_has_every_type_pair();
   if (neighbor->ago == 0 || list_id_ == 0) build_list();

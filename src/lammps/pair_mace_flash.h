@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host_transfers.h"
 #include "core/local_graph.h"
 #include "engine/engine_options.h"
 #include "engine/evaluator.h"
@@ -44,6 +45,10 @@ class PairMACEFlash : public Pair {
   // LAMMPS's neighbour-list builds (Neighbor::ncalls, which the run's setup resets), summed over
   // ranks, and starts counting anew (collective).
   void report_rebuilds();
+  // Prints, for a model on a GPU, the bytes the style and the engine copied between host and device
+  // memory per step during the run, summed over ranks: on steps that built no edge topology (every
+  // copy counted) and on those that did (their bulk copies), then starts counting anew (collective).
+  void report_transfers();
   // Prints the memory of the rank that used most during the run: the engine's peak allocation,
   // what its device has in use (LAMMPS's own arrays included) and that per owned atom; then starts
   // the engine's peak anew (collective).
@@ -63,6 +68,21 @@ class PairMACEFlash : public Pair {
   std::vector<int64_t> type_species() const;
   // Runs one evaluation, turning what the engine throws into LAMMPS errors.
   void evaluate_or_stop(const std::function<void()>& evaluation);
+  // Counts the host<->device copies of one compute() (core/host_transfers.h) while it lives, and
+  // files them under steps with or without an edge-topology build when it ends.
+  class StepTransfers {
+   public:
+    explicit StepTransfers(PairMACEFlash* pair);
+    ~StepTransfers();
+    StepTransfers(const StepTransfers&) = delete;
+    StepTransfers& operator=(const StepTransfers&) = delete;
+
+   private:
+    PairMACEFlash* pair_;
+    int64_t topology_builds_;
+    flashmace::HostTransfers tally_;
+    flashmace::HostTransferScope scope_;
+  };
   // The run checks' messages, shared by both styles (error->one: only this rank may know).
   void stop_non_finite_position(tagint tag);
   void stop_overlap(tagint tag_i, tagint tag_j, double distance);
@@ -99,6 +119,10 @@ class PairMACEFlash : public Pair {
 
   std::unique_ptr<flashmace::Evaluator> model_;
   flashmace::EvaluationCounters reported_;  // the counters at the last report_rebuilds()
+  // Since the last report_transfers(): the copies of steps that built no edge topology, and of those
+  // that did, with the number of each.
+  flashmace::HostTransfers step_transfers_, build_transfers_;
+  long long transfer_steps_ = 0, transfer_build_steps_ = 0;
   bigint natoms_at_list_build_ = -1;        // atom->natoms when the lists were last built
   flashmace_lammps::LammpsHaloExchanger halo_;
 

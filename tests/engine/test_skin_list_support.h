@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "core/host_transfers.h"
 #include "core/model_file.h"
 #include "engine/host_evaluation.h"
 #include "test_support.h"
@@ -98,6 +99,21 @@ inline void expect_equal(const LocalPrediction& got, const LocalPrediction& want
   EXPECT_LE(max_abs_diff(got.atom_virial, want.atom_virial), kSkinAbsTol);
 }
 
+// What a step between list builds copies between host and device: nothing on the CPU; on a GPU the
+// positions up, the outputs (energy, virial, node energies, forces, per-atom virials) down in one
+// copy, and the bucket status read of the compacted list (a float64 triple).
+inline void expect_step_transfers(const HostTransfers& copies, const SkinCase& c, const HostList& list) {
+  if (c.device == "cpu") {
+    EXPECT_EQ(copies.to_device_bytes + copies.to_host_bytes + copies.copies, 0);
+    return;
+  }
+  const int64_t d = sizeof(double);
+  EXPECT_EQ(copies.to_device_bytes, 3 * list.ntotal * d);
+  const int64_t status = c.expect_compaction ? 3 * d : 0;
+  EXPECT_EQ(copies.to_host_bytes, (1 + 9 + list.nlocal + 3 * list.ntotal + 6 * list.ntotal) * d + status);
+  EXPECT_EQ(copies.copies, c.expect_compaction ? 3 : 2);
+}
+
 // Steps on one list: each equals the reference path (and its energy and forces the reference
 // path's own neighbour list on the moved structure); one topology and one pairing for the list, one
 // capture on CUDA; a new list id builds anew.
@@ -111,8 +127,13 @@ inline void check_skin_steps(const SkinCase& c) {
   const std::vector<double> x0 = s.positions;
   for (int k = 0; k < c.steps; ++k) {
     s.positions = moved(x0, k);
-    const LocalPrediction got =
-        fast_list.evaluate(*fast, list, 1, s.positions.data(), s.cell, kMinDistance, nullptr, true);
+    HostTransfers copies;
+    LocalPrediction got;
+    {
+      const HostTransferScope counting(&copies);
+      got = fast_list.evaluate(*fast, list, 1, s.positions.data(), s.cell, kMinDistance, nullptr, true);
+    }
+    if (k > 0) expect_step_transfers(copies, c, list);
     const LocalPrediction want =
         ref_list.evaluate(*ref, list, 0, s.positions.data(), s.cell, kMinDistance, nullptr, true);
     expect_equal(got, want, "step " + std::to_string(k));

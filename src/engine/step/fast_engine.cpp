@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/host_transfers.h"
 #include "engine/ops/first_layer.h"
 #include "engine/ops/radial_pairs.h"
 #include "engine/step/message_stage.h"
@@ -301,6 +302,13 @@ void FastEngine::exchange(const at::Tensor& all_rows, bool forward) const {
   // Rows in device memory go to an exchanger that works on other streams: the device must be done
   // with them first (host rows are complete after their blocking copy).
   const bool device_rows = rows.is_cuda();
+  // (host rows of a device's features: what crosses, counted as float64)
+  const bool staged = !in_model_memory && all_rows.is_cuda();
+  const int64_t row_bytes = ncols * static_cast<int64_t>(sizeof(double));
+  if (staged) {
+    count_to_host((forward ? nlocal : nghost) * row_bytes);
+    count_to_device((forward ? nghost : nlocal) * row_bytes);
+  }
   if (forward) {
     rows.narrow(0, 0, nlocal).copy_(local);
     if (device_rows) synchronize_device(rows.device().str());
@@ -448,9 +456,13 @@ EngineResult FastEngine::replay_or_capture(HaloExchanger* halo, const EngineRequ
     const double ms = 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char took[64];
     std::snprintf(took, sizeof took, " (warm-up step and capture: %.0f ms)", ms);
+    int64_t rows = 0;  // (the radial MLP's rows: one per reverse-edge pair or unpaired edge)
+    if (pairs)
+      for (const RadialPairs& p : *pairs) rows += p.rows;
     options_.log("CUDA graph captured: " + std::to_string(graph_->segments()) + " segment(s) for up to " +
-                 std::to_string(topology_.padded_edges) + " edges and " + std::to_string(topology_.padded_atoms) +
-                 " atoms" + took);
+                 std::to_string(topology_.padded_edges) + " edges, " +
+                 (pairs ? std::to_string(rows) + " radial rows" : std::string("no radial pairs")) + " and " +
+                 std::to_string(topology_.padded_atoms) + " atoms" + took);
   }
   return warm;
 }

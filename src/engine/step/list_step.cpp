@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/host_transfers.h"
 #include "engine/step/fast_engine.h"
 
 namespace flashmace {
@@ -152,6 +153,7 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
     positions_.copy_(positions);
     compact_list(use_graph);
     status = skin_->status().to(at::kCPU);
+    if (positions_.is_cuda()) count_to_host(status.numel() * static_cast<int64_t>(sizeof(double)));
     if (status[0].item<double>() > 0) throw Error("skin list: the edges within the cutoff overflowed a fresh bucket");
     stepped = false;
   }

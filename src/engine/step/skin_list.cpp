@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/host_transfers.h"
 #include "engine/evaluator.h"
 #include "engine/kernels/skin_compaction_kernels.h"
 #include "engine/ops/conv_tp_op.h"
@@ -358,6 +359,7 @@ void SkinList::request_status() {
       copied_ = std::make_shared<c10::cuda::CUDAEvent>();
     }
     status_host_.copy_(status_, /*non_blocking=*/true);
+    count_to_host(status_.numel() * static_cast<int64_t>(sizeof(double)));
     copied_->record(c10::cuda::getCurrentCUDAStream());
     return;
   }
