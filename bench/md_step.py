@@ -163,7 +163,7 @@ def run_lammps(args, runner, n, ranks, workdir):
             "ms_per_step": 1e3 * float(loop[0]) / steps,
             "section_ms_per_step": {name: 1e3 * seconds / steps for name, seconds in sections.items()},
             "neighbor_builds": int(builds[-1]), "dangerous_builds": int(dangerous[-1]), "command": " ".join(cmd),
-            "deck": deck}
+            "deck": deck, "reported_transfers": kokkos_style.reported_transfers(output)}
 
 
 def add_ratios(rows, fastmace_ms):
@@ -182,7 +182,13 @@ def add_ratios(rows, fastmace_ms):
 
 
 COLUMNS = ("atoms", "ranks", "runner", "ms/step", "skin-list ms/step", "Pair ms/step", "Neigh ms/step",
-           "neighbour builds", "kk / engine", "plain / kk", "FastMACE / kk")
+           "neighbour builds", "host<->device B/step", "kk / engine", "plain / kk", "FastMACE / kk")
+
+
+def transfer_cell(r):
+    """The run report's bytes per evaluation without a topology build, up + down ("" on a CPU)."""
+    t = r.get("reported_transfers")
+    return f"{t['htod_bytes']} + {t['dtoh_bytes']}" if t and t["steps"] else ""
 
 
 def table_cells(r):
@@ -197,7 +203,7 @@ def table_cells(r):
     return [str(r["atoms"]), str(r["ranks"]), r["runner"], ms(r["ms_per_step"]),
             ms(r["skin_ms_per_step"]) if "skin_ms_per_step" in r else "",
             ms(sections["Pair"]) if sections else "", ms(sections["Neigh"]) if sections else "",
-            "" if r["neighbor_builds"] is None else str(r["neighbor_builds"]),
+            "" if r["neighbor_builds"] is None else str(r["neighbor_builds"]), transfer_cell(r),
             ratio("kk_over_engine"), ratio("plain_over_kk"), ratio("fastmace_over_kk")]
 
 
@@ -208,7 +214,9 @@ def write_table(args, rows, path):
              f"{args.warmup} warm-up + {args.steps} timed steps, `neighbor {args.skin} bin`, `neigh_modify every 1 "
              f"delay 0 check yes`, thermo every {args.thermo}; hardware: {hardware}.", "",
              "LAMMPS rows: Loop time of the timed run per step, neighbour-list rebuilds included (their count is "
-             "`neighbour builds`); Pair and Neigh from its timing breakdown (average over ranks). The engine row "
+             "`neighbour builds`); Pair and Neigh from its timing breakdown (average over ranks); host<->device: "
+             "the bytes up + down per step without a topology build, from the pair style's own run report (on a "
+             "GPU; LAMMPS's own copies not included). The engine row "
              "is flashmace-bench on one process on the same lattice: ms per step on a fixed neighbour list, the "
              "reference of kk / engine for every rank count; its skin-list column is flashmace-bench --skin: steps "
              "between list builds on a list with the deck's skin, positions only, results back on the host. The ranks of a run share the device. plain / kk "
