@@ -18,7 +18,8 @@ run and then --steps timed steps; `neighbor --skin bin` (2.0 A, LAMMPS's metal d
 checks every step (`neigh_modify every 1 delay 0 check yes`), thermo every 50 steps, so the timed run
 includes the neighbour-list rebuilds LAMMPS decides on (their count is reported). LAMMPS rows are the
 Loop time of the timed run per step; the Pair and Neigh columns are its timing breakdown (average over
-ranks). Ratios: kk / engine; plain / kk (same ranks) for plain and plain-lmp; with --fastmace-ms
+ranks); on a GPU, host<->device is the pair style's own count from its run report (bytes up + down
+per step without a topology build; docs/pair_style.md). Ratios: kk / engine; plain / kk (same ranks) for plain and plain-lmp; with --fastmace-ms
 ATOMS:MS,..., FastMACE / kk, the kk style's speed-up over FastMACE's ms/step at that atom count.
 
 With --trace, each one-rank run also records a timeline of a few steps from the middle of its timed
