@@ -17,6 +17,11 @@
 
 namespace flashmace_kokkos {
 
+// Whether copies between DeviceType's memory and the host cross a bus (counted as host<->device
+// copies, core/host_transfers.h); on a host memory space they do not.
+template <class DeviceType>
+constexpr bool kCrossesBus = !std::is_same<typename DeviceType::memory_space, Kokkos::HostSpace>::value;
+
 template <class DeviceType>
 class KokkosDeviceRows : public flashmace_lammps::DeviceRows {
   using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
@@ -35,16 +40,16 @@ class KokkosDeviceRows : public flashmace_lammps::DeviceRows {
   double* scratch(std::size_t n) override { return grown(scratch_, n, "mace/flash/kk:halo_scratch"); }
   void to_host(double* host, const double* device, std::size_t n) override {
     Kokkos::deep_copy(HostView(host, n), DeviceView(const_cast<double*>(device), n));
-    if (kCrosses) flashmace::count_to_host(static_cast<int64_t>(sizeof(double) * n));
+    if (kCrossesBus<DeviceType>) flashmace::count_to_host(static_cast<int64_t>(sizeof(double) * n));
   }
   void to_device(double* device, const double* host, std::size_t n) override {
     Kokkos::deep_copy(DeviceView(device, n), HostView(const_cast<double*>(host), n));
-    if (kCrosses) flashmace::count_to_device(static_cast<int64_t>(sizeof(double) * n));
+    if (kCrossesBus<DeviceType>) flashmace::count_to_device(static_cast<int64_t>(sizeof(double) * n));
   }
   void add_to_device(double* device, const double* host, std::size_t n) override {
     const DeviceView sums(grown(sums_, n, "mace/flash/kk:halo_sums"), n), rows(device, n);
     Kokkos::deep_copy(sums, HostView(const_cast<double*>(host), n));
-    if (kCrosses) flashmace::count_to_device(static_cast<int64_t>(sizeof(double) * n));
+    if (kCrossesBus<DeviceType>) flashmace::count_to_device(static_cast<int64_t>(sizeof(double) * n));
     Kokkos::parallel_for("mace/flash/kk:add_rows", Kokkos::RangePolicy<typename DeviceType::execution_space>(0, n),
                          KOKKOS_LAMBDA(const std::size_t i) { rows(i) += sums(i); });
     DeviceType().fence();
@@ -53,8 +58,6 @@ class KokkosDeviceRows : public flashmace_lammps::DeviceRows {
   void fence() override { DeviceType().fence(); }
 
  private:
-  // (copies between DeviceType's memory and the host cross a bus; on a host memory space they do not)
-  static constexpr bool kCrosses = !std::is_same<typename DeviceType::memory_space, Kokkos::HostSpace>::value;
   static double* grown(Kokkos::View<double*, DeviceType>& view, std::size_t n, const char* label) {
     if (view.extent(0) < n) view = Kokkos::View<double*, DeviceType>(std::string(label), n);
     return view.data();

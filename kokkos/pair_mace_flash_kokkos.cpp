@@ -1,7 +1,6 @@
 #include "pair_mace_flash_kokkos.h"
 
 #include <cmath>
-#include <cstddef>
 #include <type_traits>
 
 #include "atom_kokkos.h"
@@ -80,23 +79,6 @@ void PairMACEFlashKokkos<DeviceType>::grow_per_atom() {
   }
 }
 
-namespace {
-
-// Bytes copied between DeviceType's memory and the host, counted (core/host_transfers.h) where
-// the two differ.
-template <class DeviceType>
-void count_host_copy(std::size_t bytes) {
-  if (!std::is_same<typename DeviceType::memory_space, Kokkos::HostSpace>::value)
-    flashmace::count_to_host(static_cast<int64_t>(bytes));
-}
-template <class DeviceType>
-void count_device_copy(std::size_t bytes) {
-  if (!std::is_same<typename DeviceType::memory_space, Kokkos::HostSpace>::value)
-    flashmace::count_to_device(static_cast<int64_t>(bytes));
-}
-
-}  // namespace
-
 template <class DeviceType>
 void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
   ev_init(eflag, vflag, 0);
@@ -119,7 +101,7 @@ void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
     if (nghost > 0) {
       const Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(owners->data(), nghost);
       Kokkos::deep_copy(d_owner_, host);
-      count_device_copy<DeviceType>(sizeof(int) * static_cast<std::size_t>(nghost));
+      if (fk::kCrossesBus<DeviceType>) flashmace::count_to_device(static_cast<int64_t>(sizeof(int)) * nghost);
     }
     fk::build_skin_list<DeviceType>(static_cast<NeighListKokkos<DeviceType>*>(list), nlocal, folded_ ? nlocal : ntotal,
                                     x, type, d_type_species_, d_owner_, domain->h, edges_);
@@ -185,7 +167,8 @@ void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
                          KOKKOS_LAMBDA(const int i) { eatom_view(i) += node_energy(i); });
     k_eatom.template modify<DeviceType>();
     k_eatom.template sync<LMPHostType>();
-    count_host_copy<DeviceType>(sizeof(double) * k_eatom.extent(0));
+    if (fk::kCrossesBus<DeviceType>)
+      flashmace::count_to_host(static_cast<int64_t>(sizeof(double) * k_eatom.extent(0)));
   }
   if (vflag_atom) {
     const auto vatom_view = k_vatom.view<DeviceType>();
@@ -195,11 +178,13 @@ void PairMACEFlashKokkos<DeviceType>::compute(int eflag, int vflag) {
     });
     k_vatom.template modify<DeviceType>();
     k_vatom.template sync<LMPHostType>();
-    count_host_copy<DeviceType>(sizeof(double) * 6 * k_vatom.extent(0));
+    if (fk::kCrossesBus<DeviceType>)
+      flashmace::count_to_host(static_cast<int64_t>(sizeof(double) * 6 * k_vatom.extent(0)));
   }
   // One copy to the host: the energy and the 3x3 virial.
   const auto h_scalars = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d_scalars_);
-  count_host_copy<DeviceType>(sizeof(double) * d_scalars_.extent(0));
+  if (fk::kCrossesBus<DeviceType>)
+    flashmace::count_to_host(static_cast<int64_t>(sizeof(double) * d_scalars_.extent(0)));
   stop_if_not_finite(h_scalars(0), h_scalars.data() + 1, 9, "virial");
   if (eflag_global) eng_vdwl += h_scalars(0);
   if (vflag_global) {

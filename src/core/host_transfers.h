@@ -1,7 +1,8 @@
 #pragma once
 // What flashmace copies between host and device memory, counted where each copy is queued: the
-// pair styles' own copies, the engine's (the bucket status read per step, an uploaded box, inputs
-// and outputs a caller keeps on the host) and the halo exchange's staging through host memory. A
+// pair styles' own copies, the fast engine's (the bucket status read per step, an uploaded box,
+// inputs and outputs a caller keeps on the host) and its halo exchange's staging through host
+// memory. A
 // run reports from these the bytes an MD step moves. While a HostTransferScope lives, the copies
 // counted on its thread add to its tally; with none alive, counting does nothing.
 // Not counted: copies LibTorch operators make for themselves (the sizes an index build reads back,

@@ -385,7 +385,10 @@ void PairMACEFlash::report_transfers() {
   MPI_Allreduce(mine, steps, 2, MPI_LONG_LONG, MPI_MAX, world);  // (every rank makes every evaluation)
   step_transfers_ = build_transfers_ = flashmace::HostTransfers();
   transfer_steps_ = transfer_build_steps_ = 0;
-  if (comm->me != 0 || model_->device().rfind("cuda", 0) != 0 || steps[0] + steps[1] == 0) return;
+  // (the reference path's reverse exchanges run on LibTorch's autograd threads, which the count does
+  // not see: its copies are not reported)
+  if (comm->me != 0 || model_->device().rfind("cuda", 0) != 0 || model_->path() != "fast" || steps[0] + steps[1] == 0)
+    return;
   std::string line = "mace/flash host<->device copies during this run, summed over " + std::to_string(comm->nprocs) +
                      " rank(s) (the pair style's and the engine's; LAMMPS's own not included): ";
   if (steps[0] > 0) {

@@ -45,7 +45,7 @@ class PairMACEFlash : public Pair {
   // LAMMPS's neighbour-list builds (Neighbor::ncalls, which the run's setup resets), summed over
   // ranks, and starts counting anew (collective).
   void report_rebuilds();
-  // Prints, for a model on a GPU, the bytes the style and the engine copied between host and device
+  // Prints, for a model on a GPU (the fast path), the bytes the style and the engine copied between host and device
   // memory per step during the run, summed over ranks: on steps that built no edge topology (every
   // copy counted) and on those that did (their bulk copies), then starts counting anew (collective).
   void report_transfers();

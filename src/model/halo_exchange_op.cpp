@@ -2,7 +2,6 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "core/host_transfers.h"
 #include "model/device.h"
 
 namespace flashmace {
@@ -15,9 +14,6 @@ enum class Direction { Forward, Reverse };
 at::Tensor exchanged(const at::Tensor& x, HaloExchanger* exchanger, Direction direction) {
   const at::Device where = exchanger->rows_in_model_memory() ? x.device() : at::Device(at::kCPU);
   at::Tensor rows = x.detach().to(where, at::kDouble, /*non_blocking=*/false, /*copy=*/true).contiguous();
-  // (staged through host memory: the rows go there and come back)
-  const int64_t staged = where != x.device() ? rows.numel() * static_cast<int64_t>(sizeof(double)) : 0;
-  count_to_host(staged);
   // The exchanger works on other streams: the device must be done with the rows.
   if (rows.is_cuda()) synchronize_device(rows.device().str());
   const int ncols = static_cast<int>(rows.numel() / std::max<int64_t>(1, rows.size(0)));
@@ -25,7 +21,6 @@ at::Tensor exchanged(const at::Tensor& x, HaloExchanger* exchanger, Direction di
     exchanger->forward(rows.data_ptr<double>(), ncols);
   else
     exchanger->reverse(rows.data_ptr<double>(), ncols);
-  count_to_device(staged);
   return rows.to(x.options());
 }
 
