@@ -159,7 +159,7 @@ void conv_tp_forward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, T* a
   const std::vector<Block> out_blocks = path_blocks(t, false);
   const std::vector<T> xt = transposed_rows(path_blocks(t, true), g.x, g.num_x, t.dim_in1);
   const Couplings<T> cm(t);
-  const std::size_t nscratch = static_cast<std::size_t>(cm.view.size);
+  const std::size_t nscratch = static_cast<std::size_t>(kConvTPEdgeBlock) * cm.view.size;
   parallel_with_scratch<T>(g.nrows, t.dim_mid + nscratch, 8, [&](int64_t row, T* scratch) {
     T* out = scratch + nscratch;
     std::fill(out, out + t.dim_mid, T(0));

@@ -2,11 +2,13 @@
 // The per-row and per-edge conv TP kernels of conv_tp_cpu.cpp, compiled once per instruction set into the
 // namespaces cpu_portable, cpu_avx2 and cpu_avx512 (conv_tp_cpu_rows_impl.h). Inputs and outputs in
 // the channel-innermost layout [m][u] of each irreps block (conv_tp_cpu.cpp transposes):
-//   forward_row:  out_mu[dim_mid] += sum over the row's edges of TP(x[xindex[e]], Y[e], R[e])
+//   forward_row:  out_mu[dim_mid] += sum over the row's edges of TP(x[xindex[e]], Y[e], R[e]), in blocks
+//                 of kConvTPEdgeBlock edges (m: scratch of kConvTPEdgeBlock * cm.size values)
 //   backward_edge: dY[e] written and the edge's dR written or added (add_dr) at dr, from gt's row
 //                  of the edge's receiver (g.edge_row)
 //   x_grad_row:   dx_mu[dim_in1] += the gradient of every edge of CSR row `xr` (x_perm order)
-// xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; m: scratch of cm.size values.
+// xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; m: scratch of cm.size values (forward_row:
+// kConvTPEdgeBlock * cm.size).
 #include <cstdint>
 
 #include "engine/kernels/conv_tp_kernels.h"
@@ -22,6 +24,10 @@ struct ConvTPCouplings {
   const int32_t* offset = nullptr;  // [num_paths]
   int size = 0;                     // sum of d1 * d3 over the paths, padded to a multiple of 16
 };
+
+// The edges whose couplings forward_row holds at once: their R and x rows stay in the core's cache while
+// every path's tiles sweep over them, each tile's sums in registers.
+constexpr int kConvTPEdgeBlock = 32;
 
 #define FLASHMACE_CONV_TP_CPU_ROWS(T)                                                                        \
   void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g, \

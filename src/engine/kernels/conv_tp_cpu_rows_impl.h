@@ -117,26 +117,42 @@ inline void with_shape(int d1, int d3, const F& f) {
 #undef FLASHMACE_SHAPE
 }
 
-// out[m3][u] += sum_a M[a][m3] (r_u x_u[a]) for one edge and path.
+// The vectors per tile when a tile keeps D values per vector in registers across edges (its outputs
+// and one edge's inputs): up to kVecs, and about 28 registers of AVX-512's 32 (14 of the others' 16).
+constexpr int edge_tile_vectors(int d) {
+  const int n = (kVecs == 8 ? 28 : 14) / d;
+  return n >= kVecs ? kVecs : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+}
+
+// out[m3][u] += sum over the edges [e0, e1) of sum_a M_e[a][m3] (r_u x_u[a]) for one path, each tile of
+// outputs in registers over the edges (stored once, not once per edge), each edge's M at
+// m + (e - e0) * m_stride. The same sums in the same order as edge by edge.
 template <typename T, int D1, int D3>
-void forward_path(const ConvTPKernelPath& p, const T* m, const T* x, const T* r, T* out) {
+void forward_path(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const ConvTPKernelPath& p, const T* xt,
+                  int64_t e0, int64_t e1, const T* m, int m_stride, T* out) {
+  constexpr int kD1 = D1 ? D1 : kMaxD, kD3 = D3 ? D3 : kMaxD;
   const int d1 = D1 ? D1 : p.d1, d3 = D3 ? D3 : p.d3, mul = p.mul;
-  over_tiles<T, tile_vectors(D1 ? D1 : kMaxD)>(mul, [&](auto tile, int u0) {
+  over_tiles<T, edge_tile_vectors(kD1 + kD3)>(mul, [&](auto tile, int u0) {
     using V = typename decltype(tile)::Vec;
     constexpr int N = decltype(tile)::n, L = static_cast<int>(sizeof(V) / sizeof(T));
-    V rx[D1 ? D1 : kMaxD][N];
-    for (int a = 0; a < d1; ++a)
-      for (int j = 0; j < N; ++j) rx[a][j] = load<V>(r + u0 + j * L) * load<V>(x + a * mul + u0 + j * L);
-    for (int m3 = 0; m3 < d3; ++m3) {
-      T* o = out + m3 * mul + u0;
-      V acc[N];
-      for (int j = 0; j < N; ++j) acc[j] = load<V>(o + j * L);
-      for (int a = 0; a < d1; ++a) {
-        const T c = m[a * d3 + m3];
-        for (int j = 0; j < N; ++j) acc[j] += c * rx[a][j];
-      }
-      for (int j = 0; j < N; ++j) store(o + j * L, acc[j]);
+    V acc[kD3][N];
+    for (int m3 = 0; m3 < d3; ++m3)
+      for (int j = 0; j < N; ++j) acc[m3][j] = load<V>(out + m3 * mul + u0 + j * L);
+    for (int64_t e = e0; e < e1; ++e) {
+      const T* r = radial_row(t, g, e) + p.w_offset + u0;
+      const T* x = xt + g.xindex[e] * t.dim_in1 + p.x_offset + u0;
+      const T* c = m + (e - e0) * m_stride;
+      V rx[kD1][N];
+      for (int a = 0; a < d1; ++a)
+        for (int j = 0; j < N; ++j) rx[a][j] = load<V>(r + j * L) * load<V>(x + a * mul + j * L);
+      for (int m3 = 0; m3 < d3; ++m3)
+        for (int a = 0; a < d1; ++a) {
+          const T cc = c[a * d3 + m3];
+          for (int j = 0; j < N; ++j) acc[m3][j] += cc * rx[a][j];
+        }
     }
+    for (int m3 = 0; m3 < d3; ++m3)
+      for (int j = 0; j < N; ++j) store(out + m3 * mul + u0 + j * L, acc[m3][j]);
   });
 }
 
@@ -224,14 +240,13 @@ void backward_path(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const T*
 template <typename T>
 void forward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g, const T* xt,
                  int64_t row, T* out, T* m) {
-  for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
-    const T* x = xt + g.xindex[e] * t.dim_in1;
-    const T* r = radial_row(t, g, e);
-    couplings(cm, t.dim_sh, g.Y + e * t.dim_sh, m);
+  for (int64_t e0 = g.row_ptr[row]; e0 < g.row_ptr[row + 1]; e0 += kConvTPEdgeBlock) {
+    const int64_t e1 = e0 + kConvTPEdgeBlock < g.row_ptr[row + 1] ? e0 + kConvTPEdgeBlock : g.row_ptr[row + 1];
+    for (int64_t e = e0; e < e1; ++e) couplings(cm, t.dim_sh, g.Y + e * t.dim_sh, m + (e - e0) * cm.size);
     for (int i = 0; i < t.num_paths; ++i) {
       const ConvTPKernelPath& p = t.paths[i];
       with_shape(p.d1, p.d3, [&](auto s) {
-        forward_path<T, decltype(s)::d1, decltype(s)::d3>(p, m + cm.offset[i], x + p.x_offset, r + p.w_offset,
+        forward_path<T, decltype(s)::d1, decltype(s)::d3>(t, g, p, xt, e0, e1, m + cm.offset[i], cm.size,
                                                           out + p.mid_offset);
       });
     }
