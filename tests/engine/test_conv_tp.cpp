@@ -73,6 +73,8 @@ TEST(ConvTPCodegen, NamesWhatItCannotSpecialize) {
 TEST(ConvTPKernelsCpu, ReferenceModelsMatchReferencePath) { check_reference_models(at::kCPU); }
 TEST(ConvTPKernelsCpu, RandomIrrepsMatchReferencePath) { check_random_layouts(at::kCPU); }
 
+TEST(ConvTPKernelsCpu, ThreadCountsMatchReferencePathAndRepeatBitwise) { testing::check_thread_counts(); }
+
 TEST(ConvTPKernelsCpu, RejectsMismatchedTensors) {
   const Irreps in1 = Irreps::parse("2x0e+2x1o"), sh = Irreps::spherical_harmonics(1);
   const ConvTPLayout layout = conv_tp_layout(in1, sh, Irreps::parse("0e+1o"));

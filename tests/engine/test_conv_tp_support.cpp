@@ -1,6 +1,7 @@
 #include "engine/test_conv_tp_support.h"
 
 #include <gtest/gtest.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
@@ -275,6 +276,33 @@ void check_radial_index(const at::Device& device, bool specialize) {
     EXPECT_TRUE(at::equal(a.dY, b.dY)) << dtype;
     EXPECT_TRUE(at::equal(a.dx, b.dx)) << dtype;
   }
+}
+
+void check_thread_counts() {
+  const Irreps in1 = Irreps::parse("24x0e+24x1o"), sh = Irreps::spherical_harmonics(3);
+  const ConvTPLayout layout = conv_tp_layout(in1, sh, Irreps::parse("0e+1o+2e+3o"));
+  std::vector<int64_t> counts;
+  for (int64_t r = 0; r < 40; ++r) counts.push_back(r % 9 == 4 ? 0 : 4 + r % 7);
+  // near: row r's edges send from x rows r .. r + 11, so that each part's window is a slice of x
+  ConvTPProblem near = make_conv_tp_problem(in1, sh, layout, counts, 52, 31);
+  near.xindex = near.receiver + at::remainder(at::arange(near.receiver.size(0), near.receiver.options()) * 7, 12);
+  const ConvTPProblem far = make_conv_tp_problem(in1, sh, layout, counts, 52, 32);
+  const int threads = at::get_num_threads();
+  for (const auto& [name, p] : {std::pair<std::string, const ConvTPProblem*>{"senders near", &near}, {"senders anywhere", &far}}) {
+    const ConvTPReference ref = conv_tp_reference(*p);
+    for (const int n : {1, 2, 3}) {
+      at::set_num_threads(n);
+      for (const auto& [dtype, tol] : {std::pair<at::ScalarType, double>{at::kDouble, kRelTolF64}, {at::kFloat, kRelTolF32}}) {
+        const ConvTPProblem q = convert(*p, at::TensorOptions().dtype(dtype));
+        const std::string what = name + ", " + std::to_string(n) + " threads, " + c10::toString(dtype);
+        const Results a = run_kernels(q), b = run_kernels(q);
+        expect_matches(a, ref, tol, what);
+        EXPECT_TRUE(at::equal(a.dx, b.dx) && at::equal(a.dR, b.dR) && at::equal(a.dY, b.dY)) << what << ": not repeated bit for bit";
+      }
+    }
+  }
+  at::set_num_threads(threads);
+  print_worst();
 }
 
 }  // namespace flashmace::testing

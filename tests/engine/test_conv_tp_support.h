@@ -63,6 +63,12 @@ void check_random_layouts(const at::Device& device);
 // pairs, dR can also come summed per row.
 void check_radial_index(const at::Device& device, bool specialize);
 
+// The CPU backward cuts the receiver rows into one part per thread, each summing its dx in its own
+// window of x rows (senders near their receivers, as along a space-filling curve) or, with windows
+// too large (senders anywhere), per x row over its edges: with 1, 2 and 3 threads, both ways, the
+// reference path's numbers in float64 and float32, and the same bits on a repeated run.
+void check_thread_counts();
+
 // Layouts the code generator specialises (every path of one multiplicity, a multiple of 32): MACE's
 // first and later layers, padded harmonics (9 -> 16), several warps per row, odd-parity inputs.
 struct NamedLayout {

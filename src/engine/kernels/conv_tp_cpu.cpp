@@ -5,10 +5,12 @@
 // the channel u with unit stride in vector registers; their outputs are transposed back.
 // Parallel decomposition (OpenMP when built with it, else serial), each output owned by one thread:
 //   forward:      one thread per receiver row: agg[row] summed over the row's edges in order;
-//   dR, dY:       one thread per edge (dR[e], dY[e] written), or, with dR summed per radial row, one
-//                 thread per radial row for its edges (dY[e] written; dR[row] written by the first,
-//                 the others added, in edge order);
-//   dx (+=):      one thread per x row of the CSR, over its edges in x_perm order.
+//   backward:     the receiver rows cut into one part per thread (equal edge counts), each part's
+//                 rows in order: each edge's dR and dY written (dR summed per radial row: in passes
+//                 by the edge's rank within its radial row, written by the first, the others added,
+//                 in edge order), its dx summed into the part's own window of x rows, then over the
+//                 parts in order (for windows too large: one thread per x row of the CSR, over its
+//                 edges in x_perm order).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -16,6 +18,10 @@
 #include "core/error.h"
 #include "engine/kernels/conv_tp_cpu_rows.h"
 #include "core/cpu_isa.h"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 namespace flashmace {
 
@@ -49,8 +55,8 @@ template <typename T>
 struct RowKernels {
   void (*forward)(const ConvTPTables<T>&, const ConvTPCouplings<T>&, const ConvTPEdges<T>&, const T*, int64_t, T*,
                   T*);
-  void (*backward)(const ConvTPTables<T>&, const ConvTPCouplings<T>&, const ConvTPEdges<T>&,
-                   const ConvTPGradients<T>&, const T*, const T*, int64_t, T*, bool, T*);
+  void (*backward_row)(const ConvTPTables<T>&, const ConvTPCouplings<T>&, const ConvTPEdges<T>&,
+                       const ConvTPGradients<T>&, const T*, const T*, int64_t, const ConvTPBackwardPass<T>&, T*);
   void (*x_grad)(const ConvTPTables<T>&, const ConvTPCouplings<T>&, const ConvTPEdges<T>&, const ConvTPGradients<T>&,
                  const T*, int64_t, T*, T*);
 };
@@ -61,16 +67,16 @@ RowKernels<T> row_kernels() {
 #if FLASHMACE_CPU_X86_VARIANTS
   switch (cpu_isa()) {
     case CpuIsa::avx512:
-      return {cpu_avx512::conv_tp_forward_row, cpu_avx512::conv_tp_backward_edge, cpu_avx512::conv_tp_x_grad_row};
+      return {cpu_avx512::conv_tp_forward_row, cpu_avx512::conv_tp_backward_row, cpu_avx512::conv_tp_x_grad_row};
     case CpuIsa::avx2:
-      return {cpu_avx2::conv_tp_forward_row, cpu_avx2::conv_tp_backward_edge, cpu_avx2::conv_tp_x_grad_row};
+      return {cpu_avx2::conv_tp_forward_row, cpu_avx2::conv_tp_backward_row, cpu_avx2::conv_tp_x_grad_row};
     case CpuIsa::portable:
       break;
   }
 #else
   static_cast<void>(cpu_isa());
 #endif
-  return {cpu_portable::conv_tp_forward_row, cpu_portable::conv_tp_backward_edge, cpu_portable::conv_tp_x_grad_row};
+  return {cpu_portable::conv_tp_forward_row, cpu_portable::conv_tp_backward_row, cpu_portable::conv_tp_x_grad_row};
 }
 
 // One irreps block of an [n, dim] array: `mul` copies of a (2l+1)-dimensional irrep at `offset`.
@@ -150,6 +156,46 @@ struct Couplings {
   }
 };
 
+// The backward's row-major plan: the receiver rows cut into parts of about equal edge counts, one
+// part per thread, each with a window of the x rows its edges send from, where the part's dx is summed.
+template <typename T>
+struct RowParts {
+  std::vector<int64_t> row_begin;  // [parts + 1]
+  std::vector<int64_t> x_begin, x_end;
+  std::vector<std::vector<T>> dx;  // [parts][(x_end - x_begin) * dim_in1], [m][u]
+};
+
+template <typename T>
+RowParts<T> row_parts(const ConvTPEdges<T>& g, int64_t parts) {
+  RowParts<T> rp;
+  rp.row_begin.push_back(0);
+  for (int64_t p = 1; p < parts; ++p) {
+    const int64_t target = g.num_edges * p / parts;
+    rp.row_begin.push_back(std::upper_bound(g.row_ptr + rp.row_begin.back(), g.row_ptr + g.nrows, target) - g.row_ptr - 1);
+    rp.row_begin.back() = std::max(rp.row_begin.back(), rp.row_begin[rp.row_begin.size() - 2]);
+  }
+  rp.row_begin.push_back(g.nrows);
+  rp.dx.resize(static_cast<std::size_t>(parts));
+  for (int64_t p = 0; p < parts; ++p) {
+    int64_t lo = g.num_x, hi = 0;
+    for (int64_t e = g.row_ptr[rp.row_begin[p]]; e < g.row_ptr[rp.row_begin[p + 1]]; ++e) {
+      lo = std::min(lo, g.xindex[e]);
+      hi = std::max(hi, g.xindex[e] + 1);
+    }
+    rp.x_begin.push_back(lo);
+    rp.x_end.push_back(std::max(lo, hi));
+  }
+  return rp;
+}
+
+int64_t thread_count() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 }  // namespace
 
 template <typename T>
@@ -188,28 +234,68 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
       std::fill(edge_row.begin() + g.row_ptr[r], edge_row.begin() + g.row_ptr[r + 1], r);
     g.edge_row = edge_row.data();
   }
-  if (d.dR_by_radial_row && (g.radial_index || g.num_edges == 0)) {  // (no edges: every row zero)
-    // dR summed per radial row by the thread that owns the row, over its edges in edge order: the
-    // first written, the others added (what summing per-edge gradients in edge order gives, but for
-    // the sign of a zero), rows without edges zeroed (no pass over all of dR beforehand).
+  // Row-major passes: a row's g (dim_mid values, tens of kB) stays in cache over its edges, where a pass
+  // per pair or per sender reads it once per edge. With dR summed per radial row, each pass takes the
+  // edges of one rank within their radial row, so a row is written by its first edge (pass 0) and added
+  // to by the others in edge order, as per-edge gradients summed in edge order, and no two threads touch
+  // one row at once.
+  ConvTPBackwardPass<T> pass;
+  pass.dr_by_radial_row = d.dR_by_radial_row && (g.radial_index || g.num_edges == 0);  // (no edges: every row zero)
+  std::vector<int32_t> rank;
+  int32_t passes = 1;
+  if (pass.dr_by_radial_row) {
     int64_t num_radial = g.num_radial;
     for (int64_t e = 0; e < g.num_edges; ++e) num_radial = std::max(num_radial, g.radial_index[e] + 1);
-    std::vector<int64_t> ptr(static_cast<std::size_t>(num_radial) + 1, 0), order(g.num_edges);
-    for (int64_t e = 0; e < g.num_edges; ++e) ++ptr[g.radial_index[e] + 1];
-    for (int64_t r = 0; r < num_radial; ++r) ptr[r + 1] += ptr[r];
-    std::vector<int64_t> fill(ptr.begin(), ptr.end() - 1);
-    for (int64_t e = 0; e < g.num_edges; ++e) order[fill[g.radial_index[e]]++] = e;
-    parallel_with_scratch<T>(num_radial, nscratch, 16, [&](int64_t r, T* m) {
-      T* dr = d.dR + r * t.weight_numel;
-      if (ptr[r] == ptr[r + 1]) std::fill(dr, dr + t.weight_numel, T(0));
-      for (int64_t j = ptr[r]; j < ptr[r + 1]; ++j) k.backward(t, cm.view, g, d, xt.data(), gt.data(), order[j], dr, j > ptr[r], m);
-    });
-  } else {
-    parallel_with_scratch<T>(g.num_edges, nscratch, 16, [&](int64_t e, T* m) {
-      k.backward(t, cm.view, g, d, xt.data(), gt.data(), e, d.dR + e * t.weight_numel, false, m);
+    std::vector<int32_t> count(static_cast<std::size_t>(num_radial), 0);
+    rank.resize(static_cast<std::size_t>(g.num_edges));
+    for (int64_t e = 0; e < g.num_edges; ++e) {
+      rank[e] = count[g.radial_index[e]]++;
+      passes = std::max(passes, rank[e] + 1);
+    }
+    pass.rank = rank.data();
+    parallel_rows(num_radial, [&](int64_t r) {  // rows without edges: zeros
+      if (count[r] == 0) std::fill(d.dR + r * t.weight_numel, d.dR + (r + 1) * t.weight_numel, T(0));
     });
   }
+  // dx summed per part in its window of x rows, then over the parts in order (deterministic for a given
+  // thread count), unless the windows would hold more than twice dx (atoms far from any space-filling
+  // order): then per x row over its edges (x_perm), reading the receivers' g once per edge.
+  RowParts<T> rp = row_parts(g, std::max<int64_t>(1, std::min<int64_t>(thread_count(), g.nrows)));
+  const int64_t parts = static_cast<int64_t>(rp.row_begin.size()) - 1;
+  int64_t window_rows = 0;
+  for (int64_t p = 0; p < parts; ++p) window_rows += rp.x_end[p] - rp.x_begin[p];
+  const bool windows = d.dx && window_rows <= std::max<int64_t>(2 * g.num_x, 64);
+  for (pass.phase = 0; pass.phase < passes; ++pass.phase)
+    parallel_with_scratch<T>(parts, nscratch, 1, [&](int64_t p, T* m) {
+      ConvTPBackwardPass<T> part = pass;
+      if (windows) {
+        if (pass.phase == 0) rp.dx[p].assign(static_cast<std::size_t>(rp.x_end[p] - rp.x_begin[p]) * t.dim_in1, T(0));
+        part.dx = rp.dx[p].data();
+        part.x_begin = rp.x_begin[p];
+      }
+      for (int64_t row = rp.row_begin[p]; row < rp.row_begin[p + 1]; ++row)
+        k.backward_row(t, cm.view, g, d, xt.data(), gt.data(), row, part, m);
+    });
   if (!d.dx) return;
+  if (windows) {
+    int64_t lo = g.num_x, hi = 0;
+    for (int64_t p = 0; p < parts; ++p)
+      if (rp.x_end[p] > rp.x_begin[p]) {
+        lo = std::min(lo, rp.x_begin[p]);
+        hi = std::max(hi, rp.x_end[p]);
+      }
+    parallel_with_scratch<T>(std::max<int64_t>(0, hi - lo), t.dim_in1, 8, [&](int64_t i, T* dx) {
+      const int64_t xr = lo + i;
+      std::fill(dx, dx + t.dim_in1, T(0));
+      for (int64_t p = 0; p < parts; ++p)
+        if (xr >= rp.x_begin[p] && xr < rp.x_end[p]) {
+          const T* w = rp.dx[p].data() + (xr - rp.x_begin[p]) * t.dim_in1;
+          for (int j = 0; j < t.dim_in1; ++j) dx[j] += w[j];
+        }
+      add_from_mu(x_blocks, dx, d.dx + xr * t.dim_in1);
+    });
+    return;
+  }
   parallel_with_scratch<T>(d.num_x_rows, t.dim_in1 + nscratch, 8, [&](int64_t xr, T* scratch) {
     T* dx = scratch + nscratch;
     std::fill(dx, dx + t.dim_in1, T(0));

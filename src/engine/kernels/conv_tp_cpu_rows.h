@@ -4,8 +4,9 @@
 // the channel-innermost layout [m][u] of each irreps block (conv_tp_cpu.cpp transposes):
 //   forward_row:  out_mu[dim_mid] += sum over the row's edges of TP(x[xindex[e]], Y[e], R[e]), in blocks
 //                 of kConvTPEdgeBlock edges (m: scratch of kConvTPEdgeBlock * cm.size values)
-//   backward_edge: dY[e] written and the edge's dR written or added (add_dr) at dr, from gt's row
-//                  of the edge's receiver (g.edge_row)
+//   backward_row: for the row's edges of one pass (ConvTPBackwardPass): dY[e] written and the edge's dR
+//                 written or added; in pass 0, every edge's dx added into the pass's window of x rows,
+//                 while the edge's inputs are in cache
 //   x_grad_row:   dx_mu[dim_in1] += the gradient of every edge of CSR row `xr` (x_perm order)
 // xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; m: scratch of cm.size values (forward_row:
 // kConvTPEdgeBlock * cm.size).
@@ -29,14 +30,28 @@ struct ConvTPCouplings {
 // every path's tiles sweep over them, each tile's sums in registers.
 constexpr int kConvTPEdgeBlock = 32;
 
+// One pass of the row-major backward (conv_tp_cpu.cpp). rank: each edge's place among the edges of its
+// radial row (null: every edge 0); the pass takes the edges of rank `phase`, so that no two of its edges
+// share a dR row, and writes (phase 0) or adds their dR at dR's radial row (dr_by_radial_row) or edge
+// row. dx: null, or a window of x rows from x_begin in the [m][u] layout, where pass 0 adds the dx of
+// every edge of the row in edge order (the order without shared rows).
+template <typename T>
+struct ConvTPBackwardPass {
+  const int32_t* rank = nullptr;
+  int32_t phase = 0;
+  bool dr_by_radial_row = false;
+  T* dx = nullptr;
+  int64_t x_begin = 0;
+};
+
 #define FLASHMACE_CONV_TP_CPU_ROWS(T)                                                                        \
   void conv_tp_forward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g, \
                            const T* xt, int64_t row, T* out_mu, T* m);                                      \
-  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm,                        \
-                             const ConvTPEdges<T>& g, const ConvTPGradients<T>& d, const T* xt, const T* gt, \
-                             int64_t e, T* dr, bool add_dr, T* m);                                          \
   void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,  \
-                          const ConvTPGradients<T>& d, const T* gt, int64_t xr, T* dx_mu, T* m);
+                          const ConvTPGradients<T>& d, const T* gt, int64_t xr, T* dx_mu, T* m);      \
+  void conv_tp_backward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g, \
+                            const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t row,             \
+                            const ConvTPBackwardPass<T>& pass, T* m);
 
 namespace cpu_portable {
 FLASHMACE_CONV_TP_CPU_ROWS(float)

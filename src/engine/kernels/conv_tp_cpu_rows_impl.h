@@ -296,6 +296,34 @@ void x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const Co
   }
 }
 
+// The row's edges of one pass: dR and dY as backward_edge; in pass 0 also every edge's dx from the same
+// couplings (edges of another pass: computed here), while the edge's R row and the receiver's g row are
+// in cache.
+template <typename T>
+void backward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,
+                  const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t row, const ConvTPBackwardPass<T>& pass,
+                  T* m) {
+  const T* grow = gt + row * t.dim_mid;
+  for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
+    const bool mine = !pass.rank || pass.rank[e] == pass.phase;
+    if (mine) {
+      T* dr = d.dR + (pass.dr_by_radial_row ? g.radial_index[e] : e) * t.weight_numel;
+      backward_edge(t, cm, g, d, xt, gt, e, dr, pass.phase > 0, m);
+    }
+    if (!pass.dx || pass.phase > 0) continue;
+    if (!mine) couplings(cm, t.dim_sh, g.Y + e * t.dim_sh, m);
+    const T* r = radial_row(t, g, e);
+    T* dx = pass.dx + (g.xindex[e] - pass.x_begin) * t.dim_in1;
+    for (int i = 0; i < t.num_paths; ++i) {
+      const ConvTPKernelPath& p = t.paths[i];
+      with_shape(p.d1, p.d3, [&](auto s) {
+        dx_path<T, decltype(s)::d1, decltype(s)::d3>(p, m + cm.offset[i], grow + p.mid_offset, r + p.w_offset,
+                                                     dx + p.x_offset);
+      });
+    }
+  }
+}
+
 }  // namespace
 
 #define FLASHMACE_DEFINE_ROWS(T)                                                                             \
@@ -303,14 +331,14 @@ void x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const Co
                            const T* xt, int64_t row, T* out_mu, T* m) {                                      \
     forward_row(t, cm, g, xt, row, out_mu, m);                                                               \
   }                                                                                                          \
-  void conv_tp_backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g, \
-                             const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t e, T* dr,         \
-                             bool add_dr, T* m) {                                                            \
-    backward_edge(t, cm, g, d, xt, gt, e, dr, add_dr, m);                                                    \
-  }                                                                                                          \
   void conv_tp_x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,   \
                           const ConvTPGradients<T>& d, const T* gt, int64_t xr, T* dx_mu, T* m) {            \
     x_grad_row(t, cm, g, d, gt, xr, dx_mu, m);                                                               \
+  }                                                                                                          \
+  void conv_tp_backward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g, \
+                            const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t row,             \
+                            const ConvTPBackwardPass<T>& pass, T* m) {                                      \
+    backward_row(t, cm, g, d, xt, gt, row, pass, m);                                                         \
   }
 FLASHMACE_DEFINE_ROWS(float)
 FLASHMACE_DEFINE_ROWS(double)
