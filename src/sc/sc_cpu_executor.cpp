@@ -5,23 +5,12 @@
 #include <algorithm>
 
 #include "core/cpu_isa.h"
+#include "core/cpu_threads.h"
 #include "core/error.h"
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 namespace flashmace {
 
 namespace {
-
-int max_threads() {
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
 
 // The loops of the instruction set the CPU kernels use now (cpu_isa() names only those built in).
 template <typename T>
@@ -111,14 +100,14 @@ void ScCpuExecutor<T>::check_species(const int64_t* species, int64_t n) const {
 template <typename T>
 void ScCpuExecutor<T>::forward(const T* A, const int64_t* species, int64_t n, T* B) const {
   check_species(species, n);
-  std::vector<T> scratch(static_cast<std::size_t>(max_threads() * tables_.scratch_per_thread));
+  std::vector<T> scratch(static_cast<std::size_t>(cpu_threads() * tables_.scratch_per_thread));
   run_forward(tables_, A, species, n, B, scratch.data());
 }
 
 template <typename T>
 void ScCpuExecutor<T>::backward(const T* A, const int64_t* species, const T* dB, int64_t n, T* dA) const {
   check_species(species, n);
-  std::vector<T> scratch(static_cast<std::size_t>(max_threads() * tables_.scratch_per_thread));
+  std::vector<T> scratch(static_cast<std::size_t>(cpu_threads() * tables_.scratch_per_thread));
   run_backward(tables_, A, species, dB, n, dA, scratch.data());
 }
 

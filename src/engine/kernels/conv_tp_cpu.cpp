@@ -18,10 +18,7 @@
 #include "core/error.h"
 #include "engine/kernels/conv_tp_cpu_rows.h"
 #include "core/cpu_isa.h"
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
+#include "core/cpu_threads.h"
 
 namespace flashmace {
 
@@ -188,14 +185,6 @@ RowParts<T> row_parts(const ConvTPEdges<T>& g, int64_t parts) {
   return rp;
 }
 
-int64_t thread_count() {
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
 }  // namespace
 
 template <typename T>
@@ -260,7 +249,7 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
   // dx summed per part in its window of x rows, then over the parts in order (deterministic for a given
   // thread count), unless the windows would hold more than twice dx (atoms far from any space-filling
   // order): then per x row over its edges (x_perm), reading the receivers' g once per edge.
-  RowParts<T> rp = row_parts(g, std::max<int64_t>(1, std::min<int64_t>(thread_count(), g.nrows)));
+  RowParts<T> rp = row_parts(g, std::max<int64_t>(1, std::min<int64_t>(cpu_threads(), g.nrows)));
   const int64_t parts = static_cast<int64_t>(rp.row_begin.size()) - 1;
   int64_t window_rows = 0;
   for (int64_t p = 0; p < parts; ++p) window_rows += rp.x_end[p] - rp.x_begin[p];
