@@ -115,5 +115,42 @@ TEST(FirstLayerAggregate, GemmsMatchTheDefinitionAndTheBackwardIsTheirAdjoint) {
   check_first_layer_aggregate(Irreps::parse("0e+2e"));  // harmonics of l = 1 and 3 unread
 }
 
+// The projection folded into the per-path GEMMs equals the projection of the aggregate, written or
+// added into rows with a stride, and its backward equals aggregate_backward of the projection's
+// transpose. target: the projection's output irreps (blocks no path reaches are zero).
+void check_first_layer_projection(const Irreps& mid, const Irreps& target) {
+  const Irreps in1 = Irreps::parse("6x0e"), sh = Irreps::spherical_harmonics(3);
+  const ConvTPDescriptor d = ConvTPDescriptor::build(in1, sh, conv_tp_layout(in1, sh, mid));
+  const int64_t Z = 3, H = 5, n = 7;
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor w = at::randn({H, d.weight_numel}, f64), x = at::randn({Z, d.dim_in1}, f64);
+  const at::Tensor S = at::randn({d.dim_sh, n, Z, H}, f64);
+  const Irreps mid_irreps = conv_tp_layout(in1, sh, mid).mid;
+  int64_t numel = 0;
+  for (const auto& o : target.blocks())
+    for (const auto& i : mid_irreps.blocks())
+      if (i.ir == o.ir) numel += static_cast<int64_t>(i.mul) * o.mul;
+  const IrrepsLinear project(at::randn({numel}, f64), mid_irreps, target);
+  FirstLayerOp op(d, w);
+  ASSERT_TRUE(op.fold_projection(project)) << mid.str();
+  const at::Tensor ref = project.forward(op.aggregate(S, x));
+  const at::Tensor wide = at::full({n, target.dim() + 3}, 7.0, f64), y = wide.narrow(1, 2, target.dim());
+  op.project_into(S, x, y, /*accumulate=*/false);
+  EXPECT_LT(testing::relative_error(y, ref), 1e-14) << mid.str() << " -> " << target.str();
+  op.project_into(S, x, y, /*accumulate=*/true);
+  EXPECT_LT(testing::relative_error(y, 2 * ref), 1e-14) << "accumulated, " << target.str();
+  EXPECT_EQ(wide.narrow(1, 0, 2).eq(7.0).all().item<bool>(), true) << "columns outside the rows touched";
+  const at::Tensor dy = at::randn({n, target.dim()}, f64);
+  const at::Tensor dS = op.project_backward(dy, x, H), dS_ref = op.aggregate_backward(project.transpose(dy), x, H);
+  ASSERT_EQ(dS.sizes(), S.sizes());
+  EXPECT_LT(testing::relative_error(dS, dS_ref), 1e-14) << "dS, " << target.str();
+}
+
+TEST(FirstLayerAggregate, FoldedProjectionEqualsTheProjectedAggregate) {
+  check_first_layer_projection(Irreps::parse("0e+1o+2e+3o"), Irreps::parse("4x0e+4x1o+4x2e+4x3o"));
+  check_first_layer_projection(Irreps::parse("0e+1o+2e+3o"), Irreps::parse("5x0e+3x1o"));  // 2e, 3o unprojected
+  check_first_layer_projection(Irreps::parse("0e+2e"), Irreps::parse("2x0e+2x1o+3x2e"));   // 1o no path reaches
+}
+
 }  // namespace
 }  // namespace flashmace

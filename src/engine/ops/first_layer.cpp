@@ -1,6 +1,7 @@
 #include "engine/ops/first_layer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "engine/kernels/species_outer_kernels.h"
@@ -70,6 +71,10 @@ FirstLayerOp::FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out)
     for (int i = p.entry_begin; i < p.entry_end; ++i)
       c[static_cast<std::size_t>(d.entries[i].m3)] = p.alpha * d.entries[i].c;
     coupling_.push_back(at::tensor(c, at::kDouble).to(w_out.options()));
+    // (equal up to the round-off of the computed Wigner-3j entries)
+    const bool uniform =
+        std::all_of(c.begin(), c.end(), [&](double v) { return std::abs(v - c.front()) <= 1e-14 * std::abs(c.front()); });
+    uniform_coupling_.push_back(uniform ? c.front() : std::nan(""));
     for (int j = p.y_offset; j < p.y_offset + p.d2; ++j) read[static_cast<std::size_t>(j)] = true;
   }
   some_harmonic_unread_ = std::find(read.begin(), read.end(), false) != read.end();
@@ -79,6 +84,108 @@ FirstLayerOp::FirstLayerOp(const ConvTPDescriptor& d, const at::Tensor& w_out)
 at::Tensor FirstLayerOp::slot_weights(const at::Tensor& x) const {
   const int64_t Z = x.size(0), H = w_out_.size(0);
   return (x.index_select(1, x_column_).unsqueeze(1) * w_out_.unsqueeze(0)).view({Z * H, d_.weight_numel});
+}
+
+bool FirstLayerOp::fold_projection(const IrrepsLinear& project) {
+  std::vector<FoldedPath> folded;
+  for (std::size_t q = 0; q < d_.paths.size(); ++q) {
+    const ConvTPPathDescriptor& p = d_.paths[q];
+    if (std::isnan(uniform_coupling_[q])) return false;
+    for (IrrepsLinear::Reader& r : project.readers(p.mid_offset, p.mul, p.d3))
+      folded.push_back({static_cast<int>(q), r.out_offset, r.out_mul, true, r.weight * uniform_coupling_[q]});
+  }
+  // Which path writes each block first, whether the blocks cover every column, which harmonics no
+  // folded path reads.
+  std::vector<int> columns(static_cast<std::size_t>(project.out_dim()), 0);
+  std::vector<bool> read(static_cast<std::size_t>(d_.dim_sh), false);
+  for (FoldedPath& f : folded) {
+    const ConvTPPathDescriptor& p = d_.paths[static_cast<std::size_t>(f.path)];
+    f.first_writer = columns[static_cast<std::size_t>(f.out_offset)] == 0;
+    for (int64_t c = f.out_offset; c < f.out_offset + f.out_mul * p.d3; ++c) ++columns[static_cast<std::size_t>(c)];
+    for (int j = p.y_offset; j < p.y_offset + p.d2; ++j) read[static_cast<std::size_t>(j)] = true;
+  }
+  folded_cover_every_column_ = std::find(columns.begin(), columns.end(), 0) == columns.end();
+  some_harmonic_unprojected_ = std::find(read.begin(), read.end(), false) != read.end();
+  // One bmm for all paths where each folds once, alike, with its radial weights side by side.
+  bool alike = folded.size() == d_.paths.size();
+  for (std::size_t i = 0; alike && i < folded.size(); ++i) {
+    const ConvTPPathDescriptor& p = d_.paths[static_cast<std::size_t>(folded[i].path)];
+    alike = folded[i].path == static_cast<int>(i) && p.mul == d_.paths[0].mul && p.w_offset == static_cast<int>(i) * p.mul &&
+            folded[i].out_mul == folded[0].out_mul;
+  }
+  if (alike && !folded.empty() && d_.weight_numel == static_cast<int>(folded.size()) * d_.paths[0].mul) {
+    std::vector<at::Tensor> w;
+    for (const FoldedPath& f : folded) w.push_back(f.weight);
+    folded_stack_ = at::stack(w);
+  }
+  folded_ = std::move(folded);
+  folded_projection_ = true;
+  return true;
+}
+
+std::vector<at::Tensor> FirstLayerOp::projected_weights(const at::Tensor& x) const {
+  const at::Tensor w = slot_weights(x);
+  const int64_t zh = w.size(0);
+  std::vector<at::Tensor> B;
+  if (folded_stack_.defined()) {
+    const int64_t Q = folded_stack_.size(0), mul = folded_stack_.size(1);
+    const at::Tensor all = at::bmm(w.view({zh, Q, mul}).transpose(0, 1), folded_stack_);
+    for (int64_t q = 0; q < Q; ++q) B.push_back(all[q]);
+    return B;
+  }
+  for (const FoldedPath& f : folded_) {
+    const ConvTPPathDescriptor& p = d_.paths[static_cast<std::size_t>(f.path)];
+    B.push_back(at::mm(w.narrow(1, p.w_offset, p.mul), f.weight));
+  }
+  return B;
+}
+
+void FirstLayerOp::project_into(const at::Tensor& S, const at::Tensor& x, const at::Tensor& y, bool accumulate) const {
+  if (!folded_projection_) throw Error("first-layer reassociation: project_into without a folded projection");
+  const int64_t n = S.size(1), zh = S.size(2) * S.size(3);
+  if (n == 0) return;
+  const at::Tensor Sc = S.contiguous();
+  const std::vector<at::Tensor> B = projected_weights(x);
+  if (!accumulate && !folded_cover_every_column_) {
+    y.zero_();
+    accumulate = true;
+  }
+  for (std::size_t i = 0; i < folded_.size(); ++i) {
+    const FoldedPath& f = folded_[i];
+    const ConvTPPathDescriptor& p = d_.paths[static_cast<std::size_t>(f.path)];
+    // [d2 n, Z H] x [Z H, out mul] -> r[m, row, v]; y[row, v, m] = r[m, row, v]
+    const at::Tensor r = at::mm(Sc.narrow(0, p.y_offset, p.d2).view({p.d2 * n, zh}), B[i]);
+    const at::Tensor target = y.narrow(1, f.out_offset, f.out_mul * p.d3).view({n, f.out_mul, p.d3});
+    const at::Tensor source = r.view({p.d2, n, f.out_mul}).permute({1, 2, 0});
+    if (accumulate || !f.first_writer)
+      target.add_(source);
+    else
+      target.copy_(source);
+  }
+}
+
+at::Tensor FirstLayerOp::project_backward(const at::Tensor& dy, const at::Tensor& x, int64_t H) const {
+  if (!folded_projection_) throw Error("first-layer reassociation: project_backward without a folded projection");
+  const int64_t n = dy.size(0), Z = x.size(0);
+  at::Tensor dS = some_harmonic_unprojected_ ? at::zeros({d_.dim_sh, n, Z, H}, dy.options())
+                                             : at::empty({d_.dim_sh, n, Z, H}, dy.options());
+  if (n == 0) return dS;
+  const std::vector<at::Tensor> B = projected_weights(x);
+  std::vector<bool> written(static_cast<std::size_t>(d_.dim_sh), false);
+  for (std::size_t i = 0; i < folded_.size(); ++i) {
+    const FoldedPath& f = folded_[i];
+    const ConvTPPathDescriptor& p = d_.paths[static_cast<std::size_t>(f.path)];
+    // g[m, row, v] = dy[row, v, m], times B_p^T -> dS[y_p + m, row, z, k]
+    const at::Tensor g =
+        dy.narrow(1, f.out_offset, f.out_mul * p.d3).view({n, f.out_mul, p.d3}).permute({2, 0, 1}).contiguous();
+    at::Tensor target = dS.narrow(0, p.y_offset, p.d2).view({p.d2 * n, Z * H});
+    if (written[static_cast<std::size_t>(p.y_offset)])
+      target.addmm_(g.view({p.d3 * n, f.out_mul}), B[i].t());
+    else
+      at::mm_out(target, g.view({p.d3 * n, f.out_mul}), B[i].t());
+    for (int j = p.y_offset; j < p.y_offset + p.d2; ++j) written[static_cast<std::size_t>(j)] = true;
+  }
+  return dS;
 }
 
 at::Tensor FirstLayerOp::sums(const at::Tensor& h, const at::Tensor& Y, const at::Tensor& slot,

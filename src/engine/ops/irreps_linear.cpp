@@ -80,6 +80,20 @@ IrrepsLinear IrrepsLinear::select(const at::Tensor& index) const {
   return s;
 }
 
+std::vector<IrrepsLinear::Reader> IrrepsLinear::readers(int64_t offset, int64_t mul, int64_t d) const {
+  std::vector<Reader> found;
+  for (const Term& t : terms_) {
+    if (t.d != d) continue;
+    for (std::size_t k = 0; k < t.in.size(); ++k) {
+      const Span& s = t.in[k];
+      if (offset < s.offset || offset + mul * d > s.offset + s.mul * d || (offset - s.offset) % d != 0) continue;
+      if (t.w[k].dim() != 2) throw Error("irreps linear: readers of a stacked linear");
+      found.push_back({t.out.offset, t.out.mul, t.w[k].narrow(0, (offset - s.offset) / d, mul)});
+    }
+  }
+  return found;
+}
+
 IrrepsLinear::IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irreps& out, int64_t fan_factor)
     : in_dim_(in.dim()), out_dim_(out.dim()) {
   std::vector<int64_t> in_offset, out_offset;

@@ -39,6 +39,16 @@ class IrrepsLinear {
   // batch b through part index[b] (one batched GEMM per weight for all parts).
   IrrepsLinear select(const at::Tensor& index) const;
 
+  // The output blocks that read input columns [offset, offset + mul * d) (one block of irrep dimension
+  // d): each block's columns and the weight rows of this input, [mul, out mul], scaled as forward
+  // applies them. For a caller that folds the linear into its own GEMMs (first_layer.h). Unstacked
+  // linears only.
+  struct Reader {
+    int64_t out_offset = 0, out_mul = 0;
+    at::Tensor weight;
+  };
+  std::vector<Reader> readers(int64_t offset, int64_t mul, int64_t d) const;
+
  private:
   // Consecutive blocks of one irrep: columns [offset, offset + mul * d) in mul_ir layout.
   struct Span {

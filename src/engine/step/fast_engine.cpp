@@ -85,6 +85,7 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
       project_.emplace_back(L.linear, L.tp.mid, L.gate);
     else
       project_.emplace_back(L.density ? L.linear : L.linear / L.avg_num_neighbors, L.tp.mid, L.target);
+    if (messages_[t].first) messages_[t].first->fold_projection(project_[t]);
     node_linears_.emplace_back(p_, t);
   }
   estimate_costs();

@@ -171,6 +171,9 @@ class FastEngine {
   std::pair<at::Tensor, at::Tensor> block_sum_buffers(int layer, std::size_t block) const;
   void block_sums(const StepState& s, int layer, std::size_t block, const at::Tensor& mlin, const at::Tensor& density,
                   bool accumulate, std::vector<MessageChunkState>* states) const;
+  void project_messages(int layer, const MessageChunkOutput& out, const at::Tensor& x_table, const at::Tensor& rows,
+                        bool accumulate) const;
+  at::Tensor message_gradient(int layer, const at::Tensor& dmlin_rows) const;
   void prepare_radials_beside(StepState& s);
   void zbl_forward(StepState& s);
   void forward_layer(StepState& s, int layer);

@@ -140,12 +140,29 @@ void FastEngine::block_sums(const StepState& s, int t, std::size_t b, const at::
     const std::size_t k = static_cast<std::size_t>(B.chunk0 + j);
     const EdgeChunk& ch = topology_.chunks[k];
     lap(timer_, "edges_forward");
-    const MessageChunkOutput out = message_chunk_forward(geometry_, message_layer(t), message_input(s, k, t, s.layers[t].hu),
-                                                         &(*states)[j], true, timer_);
-    project_[t].forward_into(out.aggregate, mlin.narrow(0, ch.row0 - B.row0, ch.nrows), accumulate);
+    const MessageChunkInput in = message_input(s, k, t, s.layers[t].hu);
+    const MessageChunkOutput out = message_chunk_forward(geometry_, message_layer(t), in, &(*states)[j], true, timer_);
+    project_messages(t, out, in.x_table, mlin.narrow(0, ch.row0 - B.row0, ch.nrows), accumulate);
     if (p_.layers[t].density_sums()) dens.narrow(0, ch.row0 - B.row0, ch.nrows).add_(out.density);
   }
   lap(timer_, "edges_forward");
+}
+
+// A chunk's message sums projected into its rows of mlin (written, or added), or, where the first
+// layer folds the projection (FirstLayerOp::fold_projection), its per-species sums projected straight.
+void FastEngine::project_messages(int t, const MessageChunkOutput& out, const at::Tensor& x_table,
+                                  const at::Tensor& rows, bool accumulate) const {
+  if (out.sums.defined())
+    message_layer(t).first->project_into(out.sums, x_table, rows, accumulate);
+  else
+    project_[t].forward_into(out.aggregate, rows, accumulate);
+}
+
+// What a chunk's backward pass starts from, given d(projected) of its rows: d(message sums) through
+// the projection's transpose, or the rows themselves where the first layer folds the projection.
+at::Tensor FastEngine::message_gradient(int t, const at::Tensor& dmlin_rows) const {
+  const MessageLayer& m = message_layer(t);
+  return m.first && m.first->folds_projection() ? dmlin_rows : project_[t].transpose(dmlin_rows);
 }
 
 // The radial MLPs of layers 1.. need only the edge vectors: with kept states they run on the side
@@ -275,7 +292,7 @@ void FastEngine::backward_edges(StepState& s, int t, at::Tensor* dhu) {
     const MessageChunkInput in = message_input(s, k, t, S.hu);
     MessageChunkState state = std::move(S.edges[k]);
     // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
-    const at::Tensor dagg = project_[t].transpose(S.dmlin.narrow(0, ch.row0, ch.nrows));
+    const at::Tensor dagg = message_gradient(t, S.dmlin.narrow(0, ch.row0, ch.nrows));
     const at::Tensor dd = L.density_sums() ? S.ddens.narrow(0, ch.row0, ch.nrows) : at::Tensor();
     lap(timer_, "edges_backward");
     const MessageEdgeGrads grads = message_chunk_backward_messages(message_layer(t), in, state, dagg, dhu, timer_);
@@ -395,7 +412,7 @@ void FastEngine::block_backward(StepState& s, int t, std::size_t b, const NodeCh
     else
       message_chunk_forward(geometry_, message_layer(t), msg, &state, /*aggregate=*/false, timer_);
     // Split projection, transposed: the chunk's rows of d(sum of messages) from d(projected).
-    const at::Tensor dagg = project_[t].transpose(gi.mlin.narrow(0, ch.row0 - B.row0, ch.nrows));
+    const at::Tensor dagg = message_gradient(t, gi.mlin.narrow(0, ch.row0 - B.row0, ch.nrows));
     const at::Tensor dd = L.density_sums() ? gi.density.narrow(0, ch.row0 - B.row0, ch.nrows) : at::Tensor();
     lap(timer_, "edges_backward");
     s.grad_v.narrow(0, ch.begin, ch.count)

@@ -69,7 +69,10 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
   if (layer.first) {
     const at::Tensor S = layer.first->sums(s->hidden, s->geometry.sh, in.x_index, in.row_ptr, in.nrows,
                                            in.x_table.size(0), radial_index(in));
-    out.aggregate = layer.first->aggregate(S, in.x_table);
+    if (layer.first->folds_projection())
+      out.sums = S;
+    else
+      out.aggregate = layer.first->aggregate(S, in.x_table);
   } else {
     // Fused gather + tensor product + radial weights + receiver sum: no per-edge message tensor.
     out.aggregate = conv_tp_aggregate(layer.tp, in.x_table, in.x_index, s->geometry.sh, s->radial, in.row_ptr, in.nrows,
@@ -92,7 +95,9 @@ MessageEdgeGrads message_chunk_backward_messages(const MessageLayer& layer, cons
     throw Error("message stage: a reassociated layer has no x-table gradient (its rows are species)");
   MessageEdgeGrads grads;
   if (layer.first) {
-    const at::Tensor dS = layer.first->aggregate_backward(grad_aggregate, in.x_table, s.hidden.size(1));
+    const int64_t H = s.hidden.size(1);
+    const at::Tensor dS = layer.first->folds_projection() ? layer.first->project_backward(grad_aggregate, in.x_table, H)
+                                                          : layer.first->aggregate_backward(grad_aggregate, in.x_table, H);
     std::tie(grads.hidden, grads.harmonics) =
         layer.first->sums_backward(dS, s.hidden, s.geometry.sh, in.x_index, in.row_ptr, radial_index(in));
   } else {
