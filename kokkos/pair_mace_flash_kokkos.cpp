@@ -16,6 +16,9 @@
 #include "neigh_list_kokkos.h"
 #include "neigh_request.h"
 #include "neighbor.h"
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 using namespace LAMMPS_NS;
 namespace fk = flashmace_kokkos;
@@ -60,8 +63,16 @@ void PairMACEFlashKokkos<DeviceType>::init_style() {
   for (std::size_t t = 0; t < species.size(); ++t) host(t) = species[t];
   Kokkos::deep_copy(d_type_species_, host);
 #ifdef KOKKOS_ENABLE_CUDA
-  if constexpr (std::is_same<typename DeviceType::execution_space, Kokkos::Cuda>::value)
+  if constexpr (std::is_same<typename DeviceType::execution_space, Kokkos::Cuda>::value) {
     model_->set_stream(typename DeviceType::execution_space().cuda_stream());
+    // Kokkos's CUDA initialisation prefers shared memory over L1 for every kernel of the context
+    // (cudaDeviceSetCacheConfig(cudaFuncCachePreferShared)). The engine's cuBLAS GEMMs then take
+    // ~20 % more cycles than in flashmace-bench (ncu, bench/RESULTS.md 2026-12-06 (third)). Back to the
+    // default: each kernel's own shared memory decides the split, Kokkos's kernels included.
+    if (const cudaError_t rc = cudaDeviceSetCacheConfig(cudaFuncCachePreferNone); rc != cudaSuccess)
+      error->warning(FLERR, std::string("mace/flash/kk: could not reset the CUDA cache preference: ") +
+                                cudaGetErrorString(rc));
+  }
 #endif
 }
 
