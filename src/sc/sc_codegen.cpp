@@ -1,7 +1,8 @@
 // Generates the specialised SC kernels (sc_codegen.h). One thread per (atom i, channel c); the
 // monomials form a tree (parent = the monomial without its last factor), and the kernels walk it
 // depth first, so only the values on the current root-to-leaf path (at most nu_max) are live, next
-// to a_k, one accumulator per (block, m, path) and, in the backward, da_k:
+// to a_k = A[i, base_k + stride_k * c] (the atom's mul_ir row, sc_input_columns), one accumulator
+// per (block, m, path) and, in the backward, da_k (written back to the same column of dA):
 //   forward:  v_j = v_parent(j) * a_last(j);  s[o,m,P] += coeff * v_j         (pre-order)
 //             B[i, off_o + c*(2l+1) + m] = sum_P W[z_i, P, c] * s[o,m,P]
 //   backward: gm[o,m,P] = W[z_i, P, c] * dB[i, off_o + c*(2l+1) + m]
@@ -56,9 +57,16 @@ void emit_prologue(std::ostringstream& s, const ScDescriptor& d) {
     << "  const long long z = species[i];\n";
 }
 
+// The atom's row of A in mul_ir (sc_input_columns): component k of channel c at base[k] + stride[k] c.
+std::string input_column(const ScInputColumns& in, int k) {
+  return std::to_string(in.base[static_cast<std::size_t>(k)]) + " + " + std::to_string(in.stride[static_cast<std::size_t>(k)]) +
+         " * c";
+}
+
 void emit_inputs(std::ostringstream& s, const ScDescriptor& d) {
-  s << "  const T* __restrict__ a_in = A + tid * " << d.num_components << ";\n";
-  for (int k = 0; k < d.num_components; ++k) s << "  const T a" << k << " = a_in[" << k << "];\n";
+  const ScInputColumns in = sc_input_columns(d);
+  s << "  const T* __restrict__ a_in = A + i * " << static_cast<long long>(d.channels) * d.num_components << "LL;\n";
+  for (int k = 0; k < d.num_components; ++k) s << "  const T a" << k << " = a_in[" << input_column(in, k) << "];\n";
   s << "  const T* __restrict__ w = W + z * " << static_cast<long long>(packed_weight_paths(d)) * d.channels
     << "LL + c;\n";
 }
@@ -178,10 +186,11 @@ std::string generate_sc_cuda_source(const ScDescriptor& d) {
        "const long long* __restrict__ species, const T* __restrict__ W, const T* __restrict__ dB, "
        "T* __restrict__ dA, long long n) {\n";
   emit_prologue(s, d);
-  s << "  T* __restrict__ da_out = dA + tid * " << d.num_components << ";\n"
-    << "  if (z < 0 || z >= " << d.num_elements << ") {\n"
-    << "    for (int k = 0; k < " << d.num_components << "; ++k) da_out[k] = T(0) / T(0);\n"
-    << "    return;\n  }\n";
+  const ScInputColumns in = sc_input_columns(d);
+  s << "  T* __restrict__ da_out = dA + i * " << static_cast<long long>(d.channels) * d.num_components << "LL;\n"
+    << "  if (z < 0 || z >= " << d.num_elements << ") {\n";
+  for (int k = 0; k < d.num_components; ++k) s << "    da_out[" << input_column(in, k) << "] = T(0) / T(0);\n";
+  s << "    return;\n  }\n";
   emit_inputs(s, d);
   s << "  const T* __restrict__ db_in = dB + i * " << d.out_dim << "LL + c;\n";
   offset = 0;
@@ -198,7 +207,7 @@ std::string generate_sc_cuda_source(const ScDescriptor& d) {
   }
   for (int k = 0; k < d.num_components; ++k) s << "  T da" << k << " = T(0);\n";
   for (int root : tree.roots) emit_backward_walk(s, d, tree, root, 0);
-  for (int k = 0; k < d.num_components; ++k) s << "  da_out[" << k << "] = da" << k << ";\n";
+  for (int k = 0; k < d.num_components; ++k) s << "  da_out[" << input_column(in, k) << "] = da" << k << ";\n";
   s << "}\n\n";
 
   for (const char* t : {"float", "double"}) {

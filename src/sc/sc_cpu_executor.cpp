@@ -46,7 +46,7 @@ void run_backward(const ScCpuTables<T>& t, const T* A, const int64_t* species, c
 
 template <typename T>
 ScCpuExecutor<T>::ScCpuExecutor(const ScDescriptor& d)
-    : K_(d.num_components), C_(d.channels), Z_(d.num_elements), out_dim_(d.out_dim) {
+    : K_(d.num_components), C_(d.channels), Z_(d.num_elements), out_dim_(d.out_dim), input_(sc_input_columns(d)) {
   for (const auto& m : d.monomials) {
     parent_.push_back(m.parent);
     last_.push_back(m.last);
@@ -82,6 +82,8 @@ ScCpuExecutor<T>::ScCpuExecutor(const ScDescriptor& d)
   tables_.num_monomials = static_cast<int>(parent_.size());
   tables_.parent = parent_.data();
   tables_.last = last_.data();
+  tables_.in_base = input_.base.data();
+  tables_.in_stride = input_.stride.data();
   tables_.num_blocks = static_cast<int>(block_tables_.size());
   tables_.blocks = block_tables_.data();
   tables_.tile = sc_cpu_tile<T>(C_);

@@ -32,6 +32,8 @@ struct ScCpuTables {
   int num_monomials = 0;
   const int32_t* parent = nullptr;  // [num_monomials]: the monomial it extends (-1: none)
   const int32_t* last = nullptr;    // [num_monomials]: the component it multiplies in
+  const int32_t* in_base = nullptr;    // [K]: sc_input_columns (A's and dA's rows are mul_ir)
+  const int32_t* in_stride = nullptr;  // [K]
   int num_blocks = 0;
   const ScCpuBlock<T>* blocks = nullptr;
   int tile = kScCpuNarrowTile;  // sc_cpu_tile<T>(C)

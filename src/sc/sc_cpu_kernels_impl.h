@@ -3,7 +3,7 @@
 // FLASHMACE_SC_CPU_NAMESPACE and includes this file with its own compiler flags. Per atom and tile of
 // kTile channels (sc_cpu_tile; channels innermost: every loop below is a fixed-length loop over the tile that
 // the compiler vectorises):
-//   a[k][c]    = A[n, c, k]                                    transpose of the tile
+//   a[k][c]    = A[n, c, k]                                    gathered from the atom's mul_ir row
 //   mono[j][c] = mono[parent(j)][c] * a[last(j)][c]            one multiply per monomial
 //   acc[m,P]   = sum_{terms (m, j, P)} coeff * mono[j]         per block
 //   B[n, c, m] = sum_P W[z_n, P, c] * acc[m, P][c]
@@ -40,12 +40,15 @@ void zero(T* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = T(0);
 }
 
-// Transposes nc channels of one atom into a[K][tile] (zero-padded) and evaluates every monomial.
+// Gathers channels c0 .. c0 + nc of one atom's row into a[K][tile] (zero-padded) and evaluates every
+// monomial.
 template <typename T, int kTile>
-void load_tile(const ScCpuTables<T>& t, const T* A, int nc, T* a, T* mono) {
+void load_tile(const ScCpuTables<T>& t, const T* Ai, int c0, int nc, T* a, T* mono) {
   zero(a, static_cast<int64_t>(t.K) * kTile);
-  for (int c = 0; c < nc; ++c)
-    for (int k = 0; k < t.K; ++k) a[k * kTile + c] = A[c * t.K + k];
+  for (int k = 0; k < t.K; ++k) {
+    const T* column = Ai + t.in_base[k] + static_cast<int64_t>(t.in_stride[k]) * c0;
+    for (int c = 0; c < nc; ++c) a[k * kTile + c] = column[c * t.in_stride[k]];
+  }
   for (int j = 0; j < t.num_monomials; ++j) {
     T* mj = &mono[j * kTile];
     const T* ak = &a[t.last[j] * kTile];
@@ -76,7 +79,7 @@ void forward(const ScCpuTables<T>& t, const T* A, const int64_t* species, int64_
       T* Bi = B + i * t.out_dim;
       for (int c0 = 0; c0 < C; c0 += kTile) {
         const int nc = C - c0 < kTile ? C - c0 : kTile;
-        load_tile<T, kTile>(t, Ai + c0 * K, nc, a, mono);
+        load_tile<T, kTile>(t, Ai, c0, nc, a, mono);
         for (int bi = 0; bi < t.num_blocks; ++bi) {
           const ScCpuBlock<T>& b = t.blocks[bi];
           zero(acc, static_cast<int64_t>(b.dim) * b.total_paths * kTile);
@@ -124,7 +127,7 @@ void backward(const ScCpuTables<T>& t, const T* A, const int64_t* species, const
       T* dAi = dA + i * C * K;
       for (int c0 = 0; c0 < C; c0 += kTile) {
         const int nc = C - c0 < kTile ? C - c0 : kTile;
-        load_tile<T, kTile>(t, Ai + c0 * K, nc, a, mono);
+        load_tile<T, kTile>(t, Ai, c0, nc, a, mono);
         zero(grad, static_cast<int64_t>(J) * kTile);
         for (int bi = 0; bi < t.num_blocks; ++bi) {
           const ScCpuBlock<T>& b = t.blocks[bi];
@@ -162,8 +165,10 @@ void backward(const ScCpuTables<T>& t, const T* A, const int64_t* species, const
             }
           }
         }
-        for (int c = 0; c < nc; ++c)
-          for (int k = 0; k < K; ++k) dAi[(c0 + c) * K + k] = da[k * kTile + c];
+        for (int k = 0; k < K; ++k) {
+          T* column = dAi + t.in_base[k] + static_cast<int64_t>(t.in_stride[k]) * c0;
+          for (int c = 0; c < nc; ++c) column[c * t.in_stride[k]] = da[k * kTile + c];
+        }
       }
     }
   }

@@ -70,13 +70,21 @@ template <typename T>
 class GenericCudaSc final : public ScCudaExecutor<T> {
  public:
   explicit GenericCudaSc(const GenericHostTables<T>& host)
-      : blocks_(host.blocks), term_k_(host.term_k), term_pm_(host.term_pm), term_coeff_(host.term_coeff), W_(host.W) {
+      : blocks_(host.blocks),
+        term_k_(host.term_k),
+        term_pm_(host.term_pm),
+        term_coeff_(host.term_coeff),
+        W_(host.W),
+        in_base_(host.in_base),
+        in_stride_(host.in_stride) {
     tables_ = host.view();
     tables_.blocks = blocks_.ptr;
     tables_.term_k = term_k_.ptr;
     tables_.term_pm = term_pm_.ptr;
     tables_.term_coeff = term_coeff_.ptr;
     tables_.W = W_.ptr;
+    tables_.in_base = in_base_.ptr;
+    tables_.in_stride = in_stride_.ptr;
   }
 
   void forward(const T* A, const int64_t* species, int64_t n, T* B, void* stream) const override {
@@ -103,6 +111,7 @@ class GenericCudaSc final : public ScCudaExecutor<T> {
   DeviceArray<int> term_pm_;
   DeviceArray<T> term_coeff_;
   DeviceArray<T> W_;
+  DeviceArray<int> in_base_, in_stride_;
   GenericTables<T> tables_{};
 };
 

@@ -134,6 +134,21 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescr
     d.blocks.push_back(std::move(block));
   }
 
+  // The input blocks: the interaction's target irreps, C channels each (node_stage.h).
+  int input_components = 0;
+  const Irreps target = config.interaction_target();
+  for (const MulIr& b : target.blocks()) {
+    if (b.mul != C)
+      throw Error("Model file " + file.path() + ": the input of product " + std::to_string(layer) + " has a block of " +
+                  std::to_string(b.mul) + " channels, expected " + std::to_string(C) + " channels per block");
+    d.input_dims.push_back(b.ir.dim());
+    input_components += b.ir.dim();
+  }
+  if (input_components != d.num_components)
+    throw Error("Model file " + file.path() + ": the coupling tensors of product " + std::to_string(layer) + " have " +
+                std::to_string(d.num_components) + " components per channel, but its input irreps " + target.str() +
+                " have " + std::to_string(input_components));
+
   for (auto& [k, index] : monomial_index) {
     index = static_cast<int32_t>(d.monomials.size());
     ScMonomial mono;
@@ -156,6 +171,19 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescr
     });
   }
   return d;
+}
+
+ScInputColumns sc_input_columns(const ScDescriptor& d) {
+  ScInputColumns c;
+  int first = 0;
+  for (const int dim : d.input_dims) {
+    for (int m = 0; m < dim; ++m) {
+      c.base.push_back(d.channels * first + m);
+      c.stride.push_back(dim);
+    }
+    first += dim;
+  }
+  return c;
 }
 
 std::string describe(const ScDescriptor& d) {

@@ -4,6 +4,9 @@
 //
 //   B[n, c, o, m] = sum_P W_o[z_n, P, c] * sum_{terms (m, j, P) of block o} coeff * mono_j(A[n, c, :])
 //   mono_j(a)     = a[k_1] * a[k_2] * ... * a[k_nu]          (k_1 <= k_2 <= ... <= k_nu)
+// A[n, c, k]: component k = (input block b, m) of channel c, the concatenated (l, m) of the target
+// irreps. The executors read it where the layer holds it: row n of the node features in e3nn's
+// mul_ir layout, [C x (2l+1)] per block side by side (sc_input_columns), and write dA there too.
 //
 // U_nu is not symmetric in its nu input indices, but A is the same vector in every slot, so the U
 // entries of all permutations of an index tuple multiply the same monomial and are merged into one
@@ -54,6 +57,7 @@ struct ScMonomial {
 struct ScDescriptor {
   int layer = 0;
   int num_components = 0;  // K: components of one channel of A (concatenated (l, m) of the target irreps)
+  std::vector<int> input_dims;  // 2l+1 of each block of the target irreps (C channels each), in order
   int channels = 0;        // C
   int num_elements = 0;    // Z (1 with shared_weights)
   bool shared_weights = false;  // one weight set for every element (use_agnostic_product): read as element 0
@@ -72,6 +76,13 @@ struct ScDescriptorOptions {
   // relative, as much as rounding U to float32 moved it.
   bool reduce_paths = true;
 };
+
+// Where A's component k of channel c sits in an atom's row of C K values (mul_ir):
+// column base[k] + stride[k] * c, base[k] = C * (first component of k's block) + m, stride[k] = 2l+1.
+struct ScInputColumns {
+  std::vector<int32_t> base, stride;  // [K]
+};
+ScInputColumns sc_input_columns(const ScDescriptor& d);
 
 // Builds the descriptor of product layer t (0-based) of a loaded model. Throws flashmace::Error
 // naming the tensor when a U tensor or weight table does not have the shape the model implies.

@@ -24,6 +24,9 @@ GenericHostTables<T> build_generic_tables(const ScDescriptor& d) {
   t.PW = packed_weight_paths(d);
   t.out_dim = d.out_dim;
   t.W = pack_sc_weights<T>(d);
+  const ScInputColumns in = sc_input_columns(d);
+  t.in_base.assign(in.base.begin(), in.base.end());
+  t.in_stride.assign(in.stride.begin(), in.stride.end());
   int path_offset = 0;
   for (const ScBlock& blk : d.blocks) {
     t.max_dim = std::max(t.max_dim, blk.dim());

@@ -4,6 +4,7 @@
 // One thread = one (atom i, channel c), tid = i * C + c. Per block o, terms sorted by (path, m):
 //   forward:  B[i, off_o + c*(2l+1) + m] = sum_(P,m) W[z_i, P, c] * sum_terms coeff * prod_q a[k_q]
 //   backward: dA[i, c, k] = sum_terms coeff * W[z_i, P, c] * dB[i, off_o + c*(2l+1) + m] * d(prod_q a[k_q])/da[k]
+// with a[k] = A[i, c, k] read from the atom's mul_ir row (sc_input_columns), dA written there.
 // Scratch: the thread's K values of a (and dA, or its block's outputs) at `stride` apart (the
 // thread's column of shared memory on the GPU, a plain array on the host).
 #include <cstdint>
@@ -35,6 +36,8 @@ struct GenericTables {  // pointers to device (or host) copies of GenericHostTab
   const int* term_pm;      // (packed path << 5) | m
   const T* term_coeff;
   const T* W;              // pack_sc_weights: [Z, PW, C]
+  const int* in_base;      // sc_input_columns: [K]
+  const int* in_stride;    // [K]
   int K, C, Z, PW, out_dim, max_dim;
 };
 
@@ -45,10 +48,11 @@ struct GenericHostTables {
   std::vector<int> term_pm;
   std::vector<T> term_coeff;
   std::vector<T> W;
+  std::vector<int> in_base, in_stride;
   int K = 0, C = 0, Z = 0, PW = 0, out_dim = 0, max_dim = 1;
   GenericTables<T> view() const {
     return {blocks.data(), static_cast<int>(blocks.size()), term_k.data(), term_pm.data(), term_coeff.data(),
-            W.data(), K, C, Z, PW, out_dim, max_dim};
+            W.data(), in_base.data(), in_stride.data(), K, C, Z, PW, out_dim, max_dim};
   }
 };
 
@@ -78,7 +82,8 @@ FLASHMACE_HD void generic_forward_thread(const GenericTables<T>& t, const T* A, 
   const bool bad = z < 0 || z >= t.Z;
   T* a = scratch;
   T* out = scratch + t.K * stride;
-  for (int k = 0; k < t.K; ++k) a[k * stride] = A[tid * t.K + k];
+  const T* row = A + i * t.C * t.K;
+  for (int k = 0; k < t.K; ++k) a[k * stride] = row[t.in_base[k] + t.in_stride[k] * c];
   const T* w = t.W + (bad ? 0 : z) * static_cast<long long>(t.PW) * t.C + c;
   T* b = B + i * t.out_dim + c;  // + off + c*(2l+1) + m - c
   for (int o = 0; o < t.num_blocks; ++o) {
@@ -111,8 +116,9 @@ FLASHMACE_HD void generic_backward_thread(const GenericTables<T>& t, const T* A,
   const bool bad = z < 0 || z >= t.Z;
   T* a = scratch;
   T* da = scratch + t.K * stride;
+  const T* row = A + i * t.C * t.K;
   for (int k = 0; k < t.K; ++k) {
-    a[k * stride] = A[tid * t.K + k];
+    a[k * stride] = row[t.in_base[k] + t.in_stride[k] * c];
     da[k * stride] = T(0);
   }
   const T* w = t.W + (bad ? 0 : z) * static_cast<long long>(t.PW) * t.C + c;
@@ -142,7 +148,8 @@ FLASHMACE_HD void generic_backward_thread(const GenericTables<T>& t, const T* A,
       }
     }
   }
-  for (int k = 0; k < t.K; ++k) dA[tid * t.K + k] = bad ? T(0) / T(0) : da[k * stride];
+  T* da_row = dA + i * t.C * t.K;
+  for (int k = 0; k < t.K; ++k) da_row[t.in_base[k] + t.in_stride[k] * c] = bad ? T(0) / T(0) : da[k * stride];
 }
 
 }  // namespace flashmace::sc_detail

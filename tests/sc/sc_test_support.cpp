@@ -28,6 +28,26 @@ ScInputs random_sc_inputs(const ModelFile& file, int layer, int64_t n, uint64_t 
           at::randint(c.num_elements(), {n}, gen, at::TensorOptions().dtype(at::kLong))};
 }
 
+at::Tensor executor_layout(const ScDescriptor& d, const at::Tensor& A) {
+  std::vector<at::Tensor> blocks;
+  int64_t first = 0;
+  for (const int dim : d.input_dims) {
+    blocks.push_back(A.narrow(2, first, dim).reshape({A.size(0), A.size(1) * dim}));
+    first += dim;
+  }
+  return at::cat(blocks, 1);
+}
+
+at::Tensor reference_layout(const ScDescriptor& d, const at::Tensor& a) {
+  std::vector<at::Tensor> blocks;
+  int64_t first = 0;
+  for (const int dim : d.input_dims) {
+    blocks.push_back(a.narrow(1, d.channels * first, d.channels * dim).view({a.size(0), d.channels, dim}));
+    first += dim;
+  }
+  return at::cat(blocks, 2);
+}
+
 ReferenceSc::ReferenceSc(const ModelFile& file, int layer, const at::TensorOptions& options) {
   const MaceConfig& c = file.config();
   const Irreps out = c.layer_output(layer);

@@ -8,6 +8,7 @@
 
 #include "core/model_file.h"
 #include "model/symmetric_contraction.h"
+#include "sc/sc_descriptor.h"
 
 namespace flashmace::testing {
 
@@ -34,6 +35,11 @@ struct ScInputs {
   at::Tensor A, species;
 };
 ScInputs random_sc_inputs(const ModelFile& file, int layer, int64_t n, uint64_t seed);
+
+// A [n, C, K] (the reference's layout) as the executors read it, [n, C K] in mul_ir
+// (sc_input_columns), and an executor's dA back to [n, C, K].
+at::Tensor executor_layout(const ScDescriptor& d, const at::Tensor& A);
+at::Tensor reference_layout(const ScDescriptor& d, const at::Tensor& a);
 
 // The reference path's SC of one layer (src/model/symmetric_contraction.cpp, concatenated over the
 // output blocks) with its tensors loaded once, in the given dtype and on the given device.

@@ -91,7 +91,7 @@ void check_model(const std::string& path, double rel_tol) {
     // 11 atoms: 11 * C threads is never a whole number of blocks here, so the bounds check runs.
     testing::ScInputs in = testing::random_sc_inputs(file, t, 11, 500 + t);
     in.species[4] = d.num_elements;  // outside [0, Z): NaN row
-    const at::Tensor A = in.A.to(st).contiguous();
+    const at::Tensor A = testing::executor_layout(d, in.A.to(st)).contiguous();  // (mul_ir rows)
     const int64_t n = A.size(0);
     const std::vector<T> W = pack_sc_weights<T>(d);
     const at::Tensor dB = at::randn({n, d.out_dim}, at::TensorOptions().dtype(st));

@@ -25,7 +25,7 @@ void check_model(const std::string& path, double rel_tol) {
     const sc_detail::GenericTables<T> tables = host.view();
     testing::ScInputs in = testing::random_sc_inputs(file, t, 13, 800 + t);
     in.species[5] = d.num_elements;  // outside [0, Z): NaN row
-    const at::Tensor A = in.A.to(st).contiguous();
+    const at::Tensor A = testing::executor_layout(d, in.A.to(st)).contiguous();  // (mul_ir rows)
     const int64_t n = A.size(0);
     const at::Tensor dB = at::randn({n, d.out_dim}, at::TensorOptions().dtype(st));
     at::Tensor B = at::zeros({n, d.out_dim}, A.options()), dA = at::zeros_like(A);

@@ -49,7 +49,7 @@ void compare_on_gpu(const std::string& path, double rel_tol) {
     // 1, 2 and a prime number of atoms, and enough for many thread blocks.
     for (const int64_t n : {1, 2, 37, 1009}) {
       const testing::ScInputs in = testing::random_sc_inputs(file, t, n, 700 + t);
-      const at::Tensor A = in.A.to(st).contiguous();
+      const at::Tensor A = testing::executor_layout(d, in.A.to(st)).contiguous();  // (mul_ir rows)
       const at::Tensor dB = at::randn({n, d.out_dim}, at::TensorOptions().dtype(st));
       at::Tensor B_cpu = at::empty({n, d.out_dim}, A.options()), dA_cpu = at::empty_like(A);
       const ScCpuExecutor<T> cpu(d);

@@ -21,10 +21,11 @@ class ScOp {
   ~ScOp();
   ScOp(ScOp&&) noexcept;
 
-  // a: [n, C, K] in the op's dtype and device; species: [n] int64 (a model with one weight set,
-  // use_agnostic_product, uses it for every atom). Returns B [n, out_dim].
+  // a: [n, C K], the layer's node features in mul_ir (sc_cpu_executor.h), in the op's dtype and
+  // device; species: [n] int64 (a model with one weight set, use_agnostic_product, uses it for every
+  // atom). Returns B [n, out_dim].
   at::Tensor forward(const at::Tensor& a, const at::Tensor& species) const;
-  // Returns dA [n, C, K] for dB [n, out_dim].
+  // Returns dA [n, C K] (a's layout) for dB [n, out_dim].
   at::Tensor backward(const at::Tensor& a, const at::Tensor& species, const at::Tensor& grad_b) const;
   const std::string& executor() const { return name_; }  // "cpu generic avx512", "specialized sm_90", ...
 

@@ -8,20 +8,6 @@ namespace flashmace {
 
 namespace {
 
-// [n, dim] in mul_ir layout with all blocks of multiplicity C -> [n, C, K] (blocks side by side on
-// the last axis), and back.
-at::Tensor to_channels(const at::Tensor& x, const Irreps& irreps) { return at::cat(split_irreps(x, irreps), 2); }
-
-at::Tensor from_channels(const at::Tensor& a, const Irreps& irreps) {
-  std::vector<at::Tensor> blocks;
-  int64_t offset = 0;
-  for (const auto& b : irreps.blocks()) {
-    blocks.push_back(a.narrow(2, offset, b.ir.dim()).reshape({a.size(0), b.dim()}));
-    offset += b.ir.dim();
-  }
-  return at::cat(blocks, 1);
-}
-
 void lap(StageTimer* timer, const char* stage) {
   if (timer) timer->lap(stage);
 }
@@ -56,11 +42,11 @@ NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeLinears
   if (lin.nonlinear) {
     s->m = in.mlin / (in.density.unsqueeze(1) * L.beta + L.alpha);
     lin.nonlinear->residual.forward_into(in.hu_in, s->m, /*accumulate=*/true);
-    s->sc_a = to_channels(lin.nonlinear->output.forward(gate(s->m, L.target)), L.target).contiguous();
+    s->sc_a = lin.nonlinear->output.forward(gate(s->m, L.target));
   } else {
     const at::Tensor m0 = L.density ? in.mlin / (in.density.unsqueeze(1) + 1.0) : in.mlin;
     s->m = L.residual ? m0 : lin.skip.forward(m0, in.groups);
-    s->sc_a = to_channels(s->m, L.target).contiguous();
+    s->sc_a = s->m;  // (the SC reads mul_ir rows)
   }
   lap(timer, "nodes_forward");
   const at::Tensor b = sc.forward(s->sc_a, in.species);
@@ -112,7 +98,7 @@ NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeLin
   lap(timer, "nodes_backward");
   const at::Tensor ga = sc.backward(s.sc_a, in.species, gb);
   lap(timer, "sc_backward");
-  at::Tensor gm = from_channels(ga, L.target);
+  at::Tensor gm = ga;
   if (lin.nonlinear) {
     // m = mlin / (beta D + alpha) + linear_res(hu); A = linear_2(gate(m))
     gm = gate_backward(s.m, lin.nonlinear->output.transpose(gm), L.target);
