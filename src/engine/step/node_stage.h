@@ -43,7 +43,7 @@ struct NodeChunkInput {
 struct NodeChunkState {
   at::Tensor m;                 // [n, dim(target)] normalised message (after the skip in non-residual blocks;
                                 // NonLinear blocks: [n, dim(gate input)], the gate's input)
-  at::Tensor sc_a;              // [n, C, K] symmetric-contraction input
+  at::Tensor sc_a;              // [n, C K] symmetric-contraction input (mul_ir; may alias m)
   at::Tensor h;                 // [n, dim(out)]
   at::Tensor readout_pre;       // [n, dim(mlp)] last layer: the readout MLP's pre-activation
 };
