@@ -30,6 +30,27 @@ std::string shape_str(const std::vector<int64_t>& s) {
 // Merged coefficients of one block before the monomials are numbered: (m, tuple, P) -> coeff.
 using RawTerms = std::map<std::tuple<int, std::vector<int32_t>, int>, double>;
 
+// The input blocks' dimensions: the interaction's target irreps, C channels each (node_stage.h),
+// K components per channel as the coupling tensors say.
+std::vector<int> input_dims(const ModelFile& file, int layer, int K) {
+  const Irreps target = file.config().interaction_target();
+  const int C = file.config().channels();
+  std::vector<int> dims;
+  int components = 0;
+  for (const MulIr& b : target.blocks()) {
+    if (b.mul != C)
+      throw Error("Model file " + file.path() + ": the input of product " + std::to_string(layer) + " has a block of " +
+                  std::to_string(b.mul) + " channels, expected " + std::to_string(C) + " channels per block");
+    dims.push_back(b.ir.dim());
+    components += b.ir.dim();
+  }
+  if (components != K)
+    throw Error("Model file " + file.path() + ": the coupling tensors of product " + std::to_string(layer) + " have " +
+                std::to_string(K) + " components per channel, but its input irreps " + target.str() + " have " +
+                std::to_string(components));
+  return dims;
+}
+
 }  // namespace
 
 std::size_t ScDescriptor::num_terms() const {
@@ -134,21 +155,7 @@ ScDescriptor build_sc_descriptor(const ModelFile& file, int layer, const ScDescr
     d.blocks.push_back(std::move(block));
   }
 
-  // The input blocks: the interaction's target irreps, C channels each (node_stage.h).
-  int input_components = 0;
-  const Irreps target = config.interaction_target();
-  for (const MulIr& b : target.blocks()) {
-    if (b.mul != C)
-      throw Error("Model file " + file.path() + ": the input of product " + std::to_string(layer) + " has a block of " +
-                  std::to_string(b.mul) + " channels, expected " + std::to_string(C) + " channels per block");
-    d.input_dims.push_back(b.ir.dim());
-    input_components += b.ir.dim();
-  }
-  if (input_components != d.num_components)
-    throw Error("Model file " + file.path() + ": the coupling tensors of product " + std::to_string(layer) + " have " +
-                std::to_string(d.num_components) + " components per channel, but its input irreps " + target.str() +
-                " have " + std::to_string(input_components));
-
+  d.input_dims = input_dims(file, layer, d.num_components);
   for (auto& [k, index] : monomial_index) {
     index = static_cast<int32_t>(d.monomials.size());
     ScMonomial mono;
