@@ -48,8 +48,8 @@ struct MessageChunkState {
 };
 
 struct MessageChunkOutput {
-  at::Tensor aggregate;  // [nrows, dim(mid)] sum of the chunk's messages per receiver, or, where a
-  at::Tensor sums;       // reassociated layer folds its projection (FirstLayerOp::fold_projection), its sums S
+  at::Tensor aggregate;  // [nrows, dim(mid)] sum of the chunk's messages per receiver (undefined when `sums` is set)
+  at::Tensor sums;       // a reassociated layer that folds its projection (FirstLayerOp::fold_projection): its S
   at::Tensor density;    // [nrows] sum of the density term per receiver (density blocks)
 };
 
@@ -107,8 +107,10 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
                                          StageTimer* timer = nullptr);
 
 // The backward pass in two parts. The first needs the features: from d(aggregate) [nrows,
-// dim(mid)] (or, where the layer folds its projection, d(projected sums) [nrows, dim(target)]) it gives the gradients of the edge terms (dR summed into state.dR_rows if defined) (radial weights or, reassociated, the radial
-// MLP's last hidden layer; harmonics) and, if in.x_gradient, adds d(x_table) into *x_table_grad.
+// dim(mid)] (or, where the layer folds its projection, d(projected sums) [nrows, dim(target)]) it
+// gives the gradients of the edge terms (radial weights, dR summed into state.dR_rows if defined, or,
+// reassociated, the radial MLP's last hidden layer; harmonics) and, if in.x_gradient, adds
+// d(x_table) into *x_table_grad.
 struct MessageEdgeGrads {
   at::Tensor radial;     // dE/dR, per edge or per shared radial row (not in reassociated layers)
   at::Tensor hidden;     // dE/d(hidden), per edge (reassociated layers)
