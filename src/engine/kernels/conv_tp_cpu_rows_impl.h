@@ -181,15 +181,16 @@ void dx_path(const ConvTPKernelPath& p, const T* m, const T* g, const T* r, T* d
 }
 
 // One edge and path's backward from its x and g rows, in one sweep over the channels (each vector of
-// x, g and r loaded once for both):
-//   dR_u = sum_m3 g_u[m3] sum_a M[a][m3] x_u[a], stored or added (add_dr);
+// x, g and r loaded once for all of them), with W_u[a] = sum_m3 M[a][m3] g_u[m3]:
+//   dR_u = sum_a x_u[a] W_u[a], stored or added (add_dr);
+//   dx[a][u] += r_u W_u[a] (kDx: dx given);
 //   dY[m2] += sum_u r_u sum over the path's terms (a, m3 -> m2) of c * x_u[a] * g_u[m3], as
 //             T[a][m3] = sum_u r_u x_u[a] g_u[m3] (dense, in registers) contracted with the terms once
 //             per edge: into dyv (lane partials, summed over the lanes by the caller) and dys (the
 //             channels past the last full vector).
-template <typename T, int D1, int D3>
+template <typename T, int D1, int D3, bool kDx>
 void backward_path(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const T* m, const T* x, const T* g,
-                   const T* r, T* dr, bool add_dr, typename Simd<T>::V* dyv, T* dys) {
+                   const T* r, T* dr, bool add_dr, T* dx, typename Simd<T>::V* dyv, T* dys) {
   using V = typename Simd<T>::V;
   constexpr int L = static_cast<int>(sizeof(V) / sizeof(T));
   constexpr int kD1 = D1 ? D1 : kMaxD, kD3 = D3 ? D3 : kMaxD;
@@ -203,31 +204,30 @@ void backward_path(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const T*
   int u0 = 0;
   for (; u0 + L <= mul; u0 += L) {
     const V rv = load<V>(r + u0);
-    V xv[kD1], gv[kD3];
-    for (int a = 0; a < d1; ++a) xv[a] = load<V>(x + a * mul + u0);
+    V gv[kD3];
     for (int m3 = 0; m3 < d3; ++m3) gv[m3] = load<V>(g + m3 * mul + u0);
     V acc = V{};
-    for (int m3 = 0; m3 < d3; ++m3) {
-      V s = V{};
-      for (int a = 0; a < d1; ++a) s += m[a * d3 + m3] * xv[a];
-      acc += gv[m3] * s;
-    }
-    store(dr + u0, add_dr ? load<V>(dr + u0) + acc : acc);
     for (int a = 0; a < d1; ++a) {
-      const V rx = rv * xv[a];
+      const V xv = load<V>(x + a * mul + u0);
+      V w = V{};
+      for (int m3 = 0; m3 < d3; ++m3) w += m[a * d3 + m3] * gv[m3];
+      acc += xv * w;
+      if constexpr (kDx) store(dx + a * mul + u0, load<V>(dx + a * mul + u0) + rv * w);
+      const V rx = rv * xv;
       for (int m3 = 0; m3 < d3; ++m3) tv[a * d3 + m3] += rx * gv[m3];
     }
+    store(dr + u0, add_dr ? load<V>(dr + u0) + acc : acc);
   }
   for (; u0 < mul; ++u0) {
     T acc = 0;
-    for (int m3 = 0; m3 < d3; ++m3) {
-      T s = 0;
-      for (int a = 0; a < d1; ++a) s += m[a * d3 + m3] * x[a * mul + u0];
-      acc += g[m3 * mul + u0] * s;
+    for (int a = 0; a < d1; ++a) {
+      T w = 0;
+      for (int m3 = 0; m3 < d3; ++m3) w += m[a * d3 + m3] * g[m3 * mul + u0];
+      acc += x[a * mul + u0] * w;
+      if constexpr (kDx) dx[a * mul + u0] += r[u0] * w;
+      for (int m3 = 0; m3 < d3; ++m3) ts[a * d3 + m3] += r[u0] * x[a * mul + u0] * g[m3 * mul + u0];
     }
     dr[u0] = add_dr ? dr[u0] + acc : acc;
-    for (int a = 0; a < d1; ++a)
-      for (int m3 = 0; m3 < d3; ++m3) ts[a * d3 + m3] += r[u0] * x[a * mul + u0] * g[m3 * mul + u0];
   }
   for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q)
     for (int32_t k = t.runs[q].term_begin; k < t.runs[q].term_end; ++k) {
@@ -253,9 +253,11 @@ void forward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const C
   }
 }
 
+// One edge's dR, dY and (dx given: the edge's sender row in [m][u]) dx, every path from one M.
 template <typename T>
 void backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,
-                   const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* m) {
+                   const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* dx,
+                   T* m) {
   using Vt = typename Simd<T>::V;
   const T* grow = gt + g.edge_row[e] * t.dim_mid;
   const T* x = xt + g.xindex[e] * t.dim_in1;
@@ -270,9 +272,13 @@ void backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const
   for (int i = 0; i < t.num_paths; ++i) {
     const ConvTPKernelPath& p = t.paths[i];
     with_shape(p.d1, p.d3, [&](auto s) {
-      backward_path<T, decltype(s)::d1, decltype(s)::d3>(t, p, m + cm.offset[i], x + p.x_offset,
-                                                         grow + p.mid_offset, r + p.w_offset, dr + p.w_offset,
-                                                         add_dr, dyv, dys);
+      constexpr int D1 = decltype(s)::d1, D3 = decltype(s)::d3;
+      if (dx)
+        backward_path<T, D1, D3, true>(t, p, m + cm.offset[i], x + p.x_offset, grow + p.mid_offset, r + p.w_offset,
+                                       dr + p.w_offset, add_dr, dx + p.x_offset, dyv, dys);
+      else
+        backward_path<T, D1, D3, false>(t, p, m + cm.offset[i], x + p.x_offset, grow + p.mid_offset,
+                                        r + p.w_offset, dr + p.w_offset, add_dr, nullptr, dyv, dys);
     });
   }
   T* dy = d.dY + e * t.dim_sh;
@@ -296,31 +302,17 @@ void x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const Co
   }
 }
 
-// The row's edges of one pass: dR and dY as backward_edge; in pass 0 also every edge's dx from the same
-// couplings (edges of another pass: computed here), while the edge's R row and the receiver's g row are
-// in cache.
+// The row's edges of one pass: each edge's dR, dY and (pass.dx given) dx from one sweep, while the edge's
+// R row and the receiver's g row are in cache.
 template <typename T>
 void backward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,
                   const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t row, const ConvTPBackwardPass<T>& pass,
                   T* m) {
-  const T* grow = gt + row * t.dim_mid;
   for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
-    const bool mine = !pass.rank || pass.rank[e] == pass.phase;
-    if (mine) {
-      T* dr = d.dR + (pass.dr_by_radial_row ? g.radial_index[e] : e) * t.weight_numel;
-      backward_edge(t, cm, g, d, xt, gt, e, dr, pass.phase > 0, m);
-    }
-    if (!pass.dx || pass.phase > 0) continue;
-    if (!mine) couplings(cm, t.dim_sh, g.Y + e * t.dim_sh, m);
-    const T* r = radial_row(t, g, e);
-    T* dx = pass.dx + (g.xindex[e] - pass.x_begin) * t.dim_in1;
-    for (int i = 0; i < t.num_paths; ++i) {
-      const ConvTPKernelPath& p = t.paths[i];
-      with_shape(p.d1, p.d3, [&](auto s) {
-        dx_path<T, decltype(s)::d1, decltype(s)::d3>(p, m + cm.offset[i], grow + p.mid_offset, r + p.w_offset,
-                                                     dx + p.x_offset);
-      });
-    }
+    if (pass.rank && pass.rank[e] != pass.phase) continue;
+    T* dr = d.dR + (pass.dr_by_radial_row ? g.radial_index[e] : e) * t.weight_numel;
+    T* dx = pass.dx ? pass.dx + (g.xindex[e] - pass.x_begin) * t.dim_in1 : nullptr;
+    backward_edge(t, cm, g, d, xt, gt, e, dr, pass.phase > 0, dx, m);
   }
 }
 
