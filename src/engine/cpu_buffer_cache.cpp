@@ -4,8 +4,10 @@
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <list>
 #include <map>
 #include <mutex>
@@ -16,6 +18,26 @@ namespace flashmace {
 namespace {
 
 constexpr std::size_t kMinCached = std::size_t(1) << 20;
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+
+// A block of 2 MiB or more starts on a 2 MiB boundary and asks for transparent huge pages: the step
+// reaches rows of its largest arrays (radial weights and their gradients, per edge pair) through
+// indices, and with 4 KiB pages nearly every such row cost a page walk. Advice only: a kernel with them
+// off ignores it. With huge pages, equal offsets in two blocks share their cache sets all the way up
+// to L2 (4 KiB pages scatter them), and the conv TP backward reads row r of the radial weights while
+// writing row r of their gradient: each hand-out of such a block starts at its own offset ("colour",
+// kColours steps of a page and a cache line) into kColourSpan bytes of slack.
+// Freed with c10::free_cpu (free()), as c10::alloc_cpu's blocks.
+constexpr std::size_t kColourStep = 4096 + 64, kColours = 15, kColourSpan = kColourStep * kColours;
+void* allocate_block(std::size_t size) {
+  if (size < kHugePage) return c10::alloc_cpu(size);
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, size + kColourSpan) != 0 || !p) return c10::alloc_cpu(size + kColourSpan);
+#if defined(MADV_HUGEPAGE)
+  madvise(p, size + kColourSpan, MADV_HUGEPAGE);
+#endif
+  return p;
+}
 
 // Size classes: rounded up to a multiple of 1/8 of the request's highest power of two.
 std::size_t size_class(std::size_t n) {
@@ -31,15 +53,17 @@ class CachingCpuAllocator final : public c10::Allocator {
     if (n < kMinCached) return (previous ? previous : c10::GetDefaultCPUAllocator())->allocate(n);
     std::size_t size = size_class(n);
     void* p = take(&size);
-    if (!p) p = c10::alloc_cpu(size);
+    if (!p) p = allocate_block(size);
+    std::size_t colour = 0;
     {
       const std::lock_guard<std::mutex> lock(mutex_);
+      if (size >= kHugePage) colour = kColourStep * (colour_++ % kColours);
       live_[p] = size;
       live_bytes_ += size;
       peak_live_ = std::max(peak_live_, live_bytes_);
       window_peak_ = std::max(window_peak_, live_bytes_);
     }
-    return {p, p, &CachingCpuAllocator::release, c10::Device(c10::DeviceType::CPU)};
+    return {static_cast<char*>(p) + colour, p, &CachingCpuAllocator::release, c10::Device(c10::DeviceType::CPU)};
   }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
@@ -116,6 +140,7 @@ class CachingCpuAllocator final : public c10::Allocator {
   std::unordered_map<void*, std::size_t> live_;
   std::size_t cached_bytes_ = 0, live_bytes_ = 0, peak_live_ = 0, window_peak_ = 0;
   int64_t hits_ = 0, misses_ = 0;
+  std::size_t colour_ = 0;
 };
 
 // Never destroyed: tensors from the cache may be freed at any time, also at exit.

@@ -7,8 +7,10 @@
 // (sizes rounded up to 1/8 of their power of two), or of up to a quarter less. Blocks cached but
 // unused are limited to 2x the largest amount ever in use at once (a step's blocks of different
 // sizes take more than its peak: MACE-MH-1's 1.75x; with 1.25x the cache dropped blocks every step
-// and faulted them in again, 14 % of its CPU step), oldest released first. Smaller allocations are
-// untouched.
+// and faulted them in again, 14 % of its CPU step), oldest released first. Blocks of 2 MiB and more
+// are on transparent huge pages where the kernel allows them (page walks for rows read through an
+// index), each hand-out at its own small offset so that equal rows of two arrays do not share cache
+// sets (cpu_buffer_cache.cpp). Smaller allocations are untouched.
 // Torch-free header.
 #include <cstdint>
 

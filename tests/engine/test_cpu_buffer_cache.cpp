@@ -1,10 +1,13 @@
 // The CPU buffer cache (engine/cpu_buffer_cache.h): inside a scope, a freed large block is handed out
 // again (same memory, no fresh pages), small blocks and allocations outside a scope bypass it, and
-// the cached bytes stay bounded and can be released. The engine's numbers with the cache are checked
+// the cached bytes stay bounded and can be released; blocks of 2 MiB and more start on 2 MiB
+// boundaries, each hand-out at its own offset (colour) inside the block. The engine's numbers with the cache are checked
 // by every CPU equivalence test (the evaluators run inside a scope).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+
+#include <cstdint>
 
 #include "engine/cpu_buffer_cache.h"
 
@@ -21,13 +24,13 @@ TEST(CpuBufferCache, ReusesAFreedLargeBlockInsideAScope) {
     const CpuBufferCacheScope scope(true);
     {
       const at::Tensor a = at::empty({kLarge}, at::kFloat);
-      first = a.data_ptr();
+      first = a.storage().data_ptr().get_context();  // the block (its data starts at a colour offset)
       EXPECT_EQ(cpu_buffer_cache_stats().live_bytes - before.live_bytes, kLarge * 4);
     }
     EXPECT_GE(cpu_buffer_cache_stats().cached_bytes, kLarge * 4);
     // a request up to a quarter smaller takes the same block
     const at::Tensor b = at::empty({kLarge - kLarge / 8}, at::kFloat);
-    EXPECT_EQ(b.data_ptr(), first);
+    EXPECT_EQ(b.storage().data_ptr().get_context(), first);
     b.fill_(2.0f);
     EXPECT_EQ(b.sum().item<double>(), 2.0 * static_cast<double>(b.numel()));
     EXPECT_EQ(cpu_buffer_cache_stats().hits, before.hits + 1);
@@ -42,6 +45,32 @@ TEST(CpuBufferCache, ReusesAFreedLargeBlockInsideAScope) {
   EXPECT_EQ(cpu_buffer_cache_stats().live_bytes, before.live_bytes);
   release_cpu_buffer_cache();
   EXPECT_EQ(cpu_buffer_cache_stats().cached_bytes, 0);
+}
+
+// Large blocks on 2 MiB boundaries (huge pages); consecutive hand-outs of one block at different
+// offsets, all of a tensor's bytes inside the block (written in full: the ASan build checks).
+TEST(CpuBufferCache, LargeBlocksAreAlignedAndHandedOutAtDifferentOffsets) {
+  release_cpu_buffer_cache();
+  const CpuBufferCacheScope scope(true);
+  const auto offset = [](const at::Tensor& t) {
+    const auto block = reinterpret_cast<std::uintptr_t>(t.storage().data_ptr().get_context());
+    EXPECT_EQ(block % (std::uintptr_t(2) << 20), 0u);
+    return reinterpret_cast<std::uintptr_t>(t.data_ptr()) - block;
+  };
+  std::uintptr_t previous = 0;
+  const void* block = nullptr;
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor t = at::empty({kLarge}, at::kFloat);
+    t.fill_(static_cast<float>(i));
+    EXPECT_EQ(t.sum().item<double>(), static_cast<double>(i) * kLarge);
+    if (i > 0) {
+      EXPECT_EQ(t.storage().data_ptr().get_context(), block);  // the same block again
+      EXPECT_NE(offset(t), previous);
+    }
+    block = t.storage().data_ptr().get_context();
+    previous = offset(t);
+  }
+  release_cpu_buffer_cache();
 }
 
 // The peak of the bytes handed out, as flashmace-bench's breakdown reads it per stage: the most live
