@@ -1,8 +1,8 @@
 // The CPU buffer cache (engine/cpu_buffer_cache.h): inside a scope, a freed large block is handed out
 // again (same memory, no fresh pages), small blocks and allocations outside a scope bypass it, and
 // the cached bytes stay bounded and can be released; blocks of 2 MiB and more start on 2 MiB
-// boundaries, each hand-out at its own offset (colour) inside the block. The engine's numbers with the cache are checked
-// by every CPU equivalence test (the evaluators run inside a scope).
+// boundaries, each hand-out at its own offset (colour) inside the block. The engine's numbers with the
+// cache are checked by every CPU equivalence test (the evaluators run inside a scope).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>

@@ -6,11 +6,12 @@
 // Parallel decomposition (OpenMP when built with it, else serial), each output owned by one thread:
 //   forward:      one thread per receiver row: agg[row] summed over the row's edges in order;
 //   backward:     the receiver rows cut into one part per thread (equal edge counts), each part's
-//                 rows in order: each edge's dR, dY and dx from one sweep over its inputs, dR written
-//                 (summed per radial row: in passes by the edge's rank within its radial row, written
-//                 by the first, the others added, in edge order), dx summed into the part's own
-//                 window of x rows, then over the parts in order (for windows too large: one thread
-//                 per x row of the CSR, over its edges in x_perm order).
+//                 rows in order: each edge's dR and dY written (dR summed per radial row: in passes
+//                 by the edge's rank within its radial row, written by the first, the others added,
+//                 in edge order), its dx (in pass 0, from the same sweep over the edge's inputs as
+//                 its dR where that falls in pass 0) summed into the part's own window of x rows,
+//                 then over the parts in order (for windows too large: one thread per x row of the
+//                 CSR, over its edges in x_perm order).
 #include <algorithm>
 #include <string>
 #include <vector>

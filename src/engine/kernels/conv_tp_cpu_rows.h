@@ -4,9 +4,9 @@
 // the channel-innermost layout [m][u] of each irreps block (conv_tp_cpu.cpp transposes):
 //   forward_row:  out_mu[dim_mid] += sum over the row's edges of TP(x[xindex[e]], Y[e], R[e]), in blocks
 //                 of kConvTPEdgeBlock edges (m: scratch of kConvTPEdgeBlock * cm.size values)
-//   backward_row: for the row's edges of one pass (ConvTPBackwardPass): dY[e] written, the edge's dR
-//                 written or added and its dx added into the pass's window of x rows, all from one
-//                 sweep over the edge's inputs
+//   backward_row: for the row's edges of one pass (ConvTPBackwardPass): dY[e] written and the edge's dR
+//                 written or added; in pass 0, every edge's dx added into the pass's window of x rows
+//                 (from the same sweep over the edge's inputs where its dR falls in pass 0)
 //   x_grad_row:   dx_mu[dim_in1] += the gradient of every edge of CSR row `xr` (x_perm order)
 // xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; m: scratch of cm.size values (forward_row:
 // kConvTPEdgeBlock * cm.size).
@@ -33,8 +33,8 @@ constexpr int kConvTPEdgeBlock = 32;
 // One pass of the row-major backward (conv_tp_cpu.cpp). rank: each edge's place among the edges of its
 // radial row (null: every edge 0); the pass takes the edges of rank `phase`, so that no two of its edges
 // share a dR row, and writes (phase 0) or adds their dR at dR's radial row (dr_by_radial_row) or edge
-// row. dx: null, or a window of x rows from x_begin in the [m][u] layout, where each pass adds the dx of
-// its edges in edge order (over the passes in pass order: deterministic).
+// row. dx: null, or a window of x rows from x_begin in the [m][u] layout, where pass 0 adds the dx of
+// every edge of the row in edge order (the order without shared rows).
 template <typename T>
 struct ConvTPBackwardPass {
   const int32_t* rank = nullptr;

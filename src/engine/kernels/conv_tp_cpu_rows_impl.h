@@ -182,13 +182,13 @@ void dx_path(const ConvTPKernelPath& p, const T* m, const T* g, const T* r, T* d
 
 // One edge and path's backward from its x and g rows, in one sweep over the channels (each vector of
 // x, g and r loaded once for all of them), with W_u[a] = sum_m3 M[a][m3] g_u[m3]:
-//   dR_u = sum_a x_u[a] W_u[a], stored or added (add_dr);
-//   dx[a][u] += r_u W_u[a] (kDx: dx given);
+//   dR_u = sum_a x_u[a] W_u[a], stored or added (add_dr), and dY below (kDr; else neither);
+//   dx[a][u] += r_u W_u[a] (kDx);
 //   dY[m2] += sum_u r_u sum over the path's terms (a, m3 -> m2) of c * x_u[a] * g_u[m3], as
 //             T[a][m3] = sum_u r_u x_u[a] g_u[m3] (dense, in registers) contracted with the terms once
 //             per edge: into dyv (lane partials, summed over the lanes by the caller) and dys (the
 //             channels past the last full vector).
-template <typename T, int D1, int D3, bool kDx>
+template <typename T, int D1, int D3, bool kDr, bool kDx>
 void backward_path(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const T* m, const T* x, const T* g,
                    const T* r, T* dr, bool add_dr, T* dx, typename Simd<T>::V* dyv, T* dys) {
   using V = typename Simd<T>::V;
@@ -208,27 +208,32 @@ void backward_path(const ConvTPTables<T>& t, const ConvTPKernelPath& p, const T*
     for (int m3 = 0; m3 < d3; ++m3) gv[m3] = load<V>(g + m3 * mul + u0);
     V acc = V{};
     for (int a = 0; a < d1; ++a) {
-      const V xv = load<V>(x + a * mul + u0);
       V w = V{};
       for (int m3 = 0; m3 < d3; ++m3) w += m[a * d3 + m3] * gv[m3];
-      acc += xv * w;
       if constexpr (kDx) store(dx + a * mul + u0, load<V>(dx + a * mul + u0) + rv * w);
-      const V rx = rv * xv;
-      for (int m3 = 0; m3 < d3; ++m3) tv[a * d3 + m3] += rx * gv[m3];
+      if constexpr (kDr) {
+        const V xv = load<V>(x + a * mul + u0);
+        acc += xv * w;
+        const V rx = rv * xv;
+        for (int m3 = 0; m3 < d3; ++m3) tv[a * d3 + m3] += rx * gv[m3];
+      }
     }
-    store(dr + u0, add_dr ? load<V>(dr + u0) + acc : acc);
+    if constexpr (kDr) store(dr + u0, add_dr ? load<V>(dr + u0) + acc : acc);
   }
   for (; u0 < mul; ++u0) {
     T acc = 0;
     for (int a = 0; a < d1; ++a) {
       T w = 0;
       for (int m3 = 0; m3 < d3; ++m3) w += m[a * d3 + m3] * g[m3 * mul + u0];
-      acc += x[a * mul + u0] * w;
       if constexpr (kDx) dx[a * mul + u0] += r[u0] * w;
-      for (int m3 = 0; m3 < d3; ++m3) ts[a * d3 + m3] += r[u0] * x[a * mul + u0] * g[m3 * mul + u0];
+      if constexpr (kDr) {
+        acc += x[a * mul + u0] * w;
+        for (int m3 = 0; m3 < d3; ++m3) ts[a * d3 + m3] += r[u0] * x[a * mul + u0] * g[m3 * mul + u0];
+      }
     }
-    dr[u0] = add_dr ? dr[u0] + acc : acc;
+    if constexpr (kDr) dr[u0] = add_dr ? dr[u0] + acc : acc;
   }
+  if constexpr (!kDr) return;
   for (int32_t q = p.run_begin[kConvTPByM2]; q < p.run_end[kConvTPByM2]; ++q)
     for (int32_t k = t.runs[q].term_begin; k < t.runs[q].term_end; ++k) {
       const int i = t.terms[k].a * d3 + t.terms[k].b, m2 = p.y_offset + t.runs[q].out;
@@ -253,7 +258,8 @@ void forward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const C
   }
 }
 
-// One edge's dR, dY and (dx given: the edge's sender row in [m][u]) dx, every path from one M.
+// One edge's dR and dY (dr given) and its dx (dx given: the edge's sender row in [m][u]), every path from
+// one M; each path's dx the same sums in the same order whether dR is computed beside it or not.
 template <typename T>
 void backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,
                    const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t e, T* dr, bool add_dr, T* dx,
@@ -273,14 +279,19 @@ void backward_edge(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const
     const ConvTPKernelPath& p = t.paths[i];
     with_shape(p.d1, p.d3, [&](auto s) {
       constexpr int D1 = decltype(s)::d1, D3 = decltype(s)::d3;
-      if (dx)
-        backward_path<T, D1, D3, true>(t, p, m + cm.offset[i], x + p.x_offset, grow + p.mid_offset, r + p.w_offset,
-                                       dr + p.w_offset, add_dr, dx + p.x_offset, dyv, dys);
+      const T* mp = m + cm.offset[i];
+      const T* gp = grow + p.mid_offset;
+      T* drp = dr ? dr + p.w_offset : nullptr;
+      T* dxp = dx ? dx + p.x_offset : nullptr;
+      if (dr && dx)
+        backward_path<T, D1, D3, true, true>(t, p, mp, x + p.x_offset, gp, r + p.w_offset, drp, add_dr, dxp, dyv, dys);
+      else if (dr)
+        backward_path<T, D1, D3, true, false>(t, p, mp, x + p.x_offset, gp, r + p.w_offset, drp, add_dr, dxp, dyv, dys);
       else
-        backward_path<T, D1, D3, false>(t, p, m + cm.offset[i], x + p.x_offset, grow + p.mid_offset,
-                                        r + p.w_offset, dr + p.w_offset, add_dr, nullptr, dyv, dys);
+        backward_path<T, D1, D3, false, true>(t, p, mp, x + p.x_offset, gp, r + p.w_offset, drp, add_dr, dxp, dyv, dys);
     });
   }
+  if (!dr) return;
   T* dy = d.dY + e * t.dim_sh;
   for (int m2 = 0; m2 < t.dim_sh; ++m2) dy[m2] = lane_sum<T>(dyv[m2]) + dys[m2];
 }
@@ -302,17 +313,18 @@ void x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const Co
   }
 }
 
-// The row's edges of one pass: each edge's dR, dY and (pass.dx given) dx from one sweep, while the edge's
-// R row and the receiver's g row are in cache.
+// The row's edges of one pass: each edge's dR and dY, and in pass 0 every edge's dx (in edge order, as
+// without passes), from one sweep where both fall in the pass, while the edge's R row and the
+// receiver's g row are in cache.
 template <typename T>
 void backward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,
                   const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t row, const ConvTPBackwardPass<T>& pass,
                   T* m) {
   for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
-    if (pass.rank && pass.rank[e] != pass.phase) continue;
-    T* dr = d.dR + (pass.dr_by_radial_row ? g.radial_index[e] : e) * t.weight_numel;
-    T* dx = pass.dx ? pass.dx + (g.xindex[e] - pass.x_begin) * t.dim_in1 : nullptr;
-    backward_edge(t, cm, g, d, xt, gt, e, dr, pass.phase > 0, dx, m);
+    const bool mine = !pass.rank || pass.rank[e] == pass.phase;
+    T* dr = mine ? d.dR + (pass.dr_by_radial_row ? g.radial_index[e] : e) * t.weight_numel : nullptr;
+    T* dx = pass.dx && pass.phase == 0 ? pass.dx + (g.xindex[e] - pass.x_begin) * t.dim_in1 : nullptr;
+    if (dr || dx) backward_edge(t, cm, g, d, xt, gt, e, dr, pass.phase > 0, dx, m);
   }
 }
 
