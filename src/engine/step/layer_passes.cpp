@@ -229,6 +229,11 @@ void FastEngine::forward_layer(StepState& s, int t) {
     if (L.density_sums()) S.dens = at::zeros({nlocal}, p_.options);
   }
   std::vector<MessageChunkState> prepared = s.beside && t > 0 ? std::move(S.edges) : std::vector<MessageChunkState>();
+  // On the CPU, with kept states, later layers read layer 0's edge geometry (harmonics, radial
+  // features) instead of computing it again: the same function of the same vectors, bit for bit. (On
+  // a GPU their radial MLPs are prepared beside layer 0 instead, geometry included.)
+  const bool share_geometry = t > 0 && s.keep && prepared.empty() && p_.options.device().is_cpu() &&
+                              s.layers[0].edges.size() == topology_.chunks.size();
   S.edges.clear();
   s.h_local = at::empty({nlocal, L.out.dim()}, p_.options);
   for (std::size_t b = 0; b < blocks.size(); ++b) {
@@ -239,6 +244,8 @@ void FastEngine::forward_layer(StepState& s, int t) {
     std::vector<MessageChunkState> states(static_cast<std::size_t>(B.nchunks));
     if (!prepared.empty())  // prepared on the side stream
       for (int64_t j = 0; j < B.nchunks; ++j) states[j] = std::move(prepared[B.chunk0 + j]);
+    else if (share_geometry)  // the same edges in the same chunks: layer 0's edge geometry
+      for (int64_t j = 0; j < B.nchunks; ++j) states[j].geometry = s.layers[0].edges[B.chunk0 + j].geometry;
     block_sums(s, t, b, mlin, dens, !one_chunk_block(b), &states);
     if (s.keep)
       for (MessageChunkState& st : states) S.edges.push_back(std::move(st));

@@ -29,7 +29,8 @@ at::Tensor row_pointer(const at::Tensor& rows, int64_t nrows) {
 
 void message_chunk_prepare(const EdgeGeometryOp& geometry, const MessageLayer& layer, const MessageChunkInput& in,
                            MessageChunkState* s, StageTimer* timer) {
-  s->geometry = geometry.forward(in.vectors, in.z_sender, in.z_receiver);
+  s->prepared = true;
+  if (!s->geometry.ef.defined()) s->geometry = geometry.forward(in.vectors, in.z_sender, in.z_receiver);
   lap(timer, "edge_geometry");
   if (layer.nonlinear) {
     const Tf32Scope tf32(layer.tf32);
@@ -63,7 +64,7 @@ MessageChunkOutput message_chunk_forward(const EdgeGeometryOp& geometry, const M
                                          const MessageChunkInput& in, MessageChunkState* s, bool aggregate,
                                          StageTimer* timer) {
   const InteractionParams& L = *layer.params;
-  if (!s->geometry.ef.defined()) message_chunk_prepare(geometry, layer, in, s, timer);
+  if (!s->prepared) message_chunk_prepare(geometry, layer, in, s, timer);
   MessageChunkOutput out;
   if (!aggregate) return out;
   if (layer.first) {

@@ -38,7 +38,8 @@ struct MessageChunkInput {
 
 // What the forward pass of a chunk leaves for its backward (kept when the plan does not recompute).
 struct MessageChunkState {
-  EdgeGeometry geometry;
+  EdgeGeometry geometry;            // computed by message_chunk_prepare unless set before (another layer's)
+  bool prepared = false;            // message_chunk_prepare ran
   std::vector<at::Tensor> mlp_pre;  // per radial row: [Ec, ...], or [U, ...] with pairs
   at::Tensor radial;                // [Ec or U, weight_numel] (not in reassociated layers)
   at::Tensor hidden;                // [Ec or U, H] the radial MLP's last hidden layer (reassociated layers)
