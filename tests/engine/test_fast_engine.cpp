@@ -147,8 +147,9 @@ TEST(FastEngine, AtomOrderChangesNoOutput) {
 }
 
 // A budget that keeps every chunk's state from the forward to the backward pass but not in one edge
-// chunk: the later layers read layer 0's edge geometry chunk by chunk (on the CPU), and every output
-// equals the reference path. The budget is found by lowering it until the plan says so.
+// chunk: the later layers read layer 0's edge geometry chunk by chunk (on the CPU) and hold its
+// gradients for layer 0's backward pass, and every output equals the reference path. The budget is
+// found by lowering it until the plan says so.
 TEST(FastEngine, KeptStatesInSeveralEdgeChunksEqualTheReference) {
   const Structure s = make_cubic_lattice("fcc", 3.61, 6, {28, 29}, 0.05, 4);  // 864 atoms, > 16,384 edges
   const ModelFile file = ModelFile::load(testing::exported_model("small_l1"));

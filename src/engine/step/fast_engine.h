@@ -163,6 +163,7 @@ class FastEngine {
   void step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
             const SegmentedCudaGraph::Cut& cut, EngineResult* out);
   struct StepState;  // what one step's passes share (layer_passes.cpp)
+  bool geometry_gradients_only(int t) const;
   bool uses_pairs(const StepState& s, std::size_t chunk, int layer) const;
   MessageChunkInput message_input(const StepState& s, std::size_t chunk, int layer, const at::Tensor& hu) const;
   NodeChunkInput node_input(const StepState& s, int layer, std::size_t block, const at::Tensor& mlin,

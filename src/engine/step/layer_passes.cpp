@@ -44,6 +44,8 @@ struct FastEngine::StepState {
   const EngineRequest* want;
   bool keep = false;                         // chunk states kept from forward to backward (no recompute)
   bool beside = false;                       // later layers' radial MLPs on the side stream
+  bool shared_geometry = false;              // layers 1.. read layer 0's edge geometry (forward_layer)
+  std::vector<GeometryGradients> held;       // per chunk: their geometry gradients, for layer 0's backward
   at::Tensor x0_table;                       // [present, dim(in)] first-layer features per element present
   std::vector<Layer> layers;
   at::Tensor energy;                         // [nlocal] interaction energies (model dtype)
@@ -63,6 +65,13 @@ struct FastEngine::StepState {
 // nor recomputed.
 bool FastEngine::fused_backward(const StepState& s, int t) const {
   return s.want->any() && !s.keep && t == p_.config.num_interactions - 1;
+}
+
+// Whether all of layer t's dE/dv goes through the edge geometry's backward pass (no envelope inside
+// the interaction, radial spline or NonLinear radial: message_chunk_backward_edges can hold it).
+bool FastEngine::geometry_gradients_only(int t) const {
+  const MessageLayer& m = message_layer(t);
+  return !m.nonlinear && !m.envelope && !m.spline;
 }
 
 // Whether layer t's chunk k shares its radial MLP rows between reverse-edge pairs (where the step has
@@ -246,6 +255,7 @@ void FastEngine::forward_layer(StepState& s, int t) {
       for (int64_t j = 0; j < B.nchunks; ++j) states[j] = std::move(prepared[B.chunk0 + j]);
     else if (share_geometry)  // the same edges in the same chunks: layer 0's edge geometry
       for (int64_t j = 0; j < B.nchunks; ++j) states[j].geometry = s.layers[0].edges[B.chunk0 + j].geometry;
+    s.shared_geometry = s.shared_geometry || share_geometry;
     block_sums(s, t, b, mlin, dens, !one_chunk_block(b), &states);
     if (s.keep)
       for (MessageChunkState& st : states) S.edges.push_back(std::move(st));
@@ -311,8 +321,15 @@ void FastEngine::backward_edges(StepState& s, int t, at::Tensor* dhu) {
       });
       side_.share(s.side_grad_v[k]);
     } else {
-      s.grad_v.narrow(0, ch.begin, ch.count)
-          .add_(message_chunk_backward_edges(geometry_, message_layer(t), in, state, grads, dd, timer_));
+      // Layers 1.. that read layer 0's edge geometry hold their geometry gradients for layer 0's
+      // backward pass, which takes the geometry's backward once, on the sums.
+      const bool merge = s.shared_geometry && geometry_gradients_only(0);
+      if (merge && s.held.empty()) s.held.resize(chunks.size());
+      GeometryGradients* hold = merge && t > 0 && geometry_gradients_only(t) ? &s.held[k] : nullptr;
+      const GeometryGradients* pending = merge && t == 0 ? &s.held[k] : nullptr;
+      const at::Tensor gv =
+          message_chunk_backward_edges(geometry_, message_layer(t), in, state, grads, dd, timer_, hold, pending);
+      if (gv.defined()) s.grad_v.narrow(0, ch.begin, ch.count).add_(gv);
     }
   }
   S.edges.clear();

@@ -118,11 +118,23 @@ MessageEdgeGrads message_chunk_backward_messages(const MessageLayer& layer, cons
   return grads;
 }
 
+namespace {
+
+// a + b where either may be undefined
+at::Tensor sum_of(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined()) return b;
+  return b.defined() ? a + b : a;
+}
+
+}  // namespace
+
 at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                         const MessageChunkInput& in, MessageChunkState& s,
                                         const MessageEdgeGrads& grads, const at::Tensor& grad_density,
-                                        StageTimer* timer) {
+                                        StageTimer* timer, GeometryGradients* hold, const GeometryGradients* pending) {
   const InteractionParams& L = *layer.params;
+  if (pending && (layer.nonlinear || layer.envelope || layer.spline))
+    throw Error("message stage: held geometry gradients reach a layer that does not take them");
   if (layer.nonlinear) {
     const Tf32Scope tf32(layer.tf32);
     const at::Tensor dd = grad_density.defined() ? grad_density.index_select(0, in.rows).unsqueeze(1) : at::Tensor();
@@ -167,7 +179,15 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
     grad_ef = grad_ef.defined() ? grad_ef + d : d;
   }
   lap(timer, "radial_backward");
-  at::Tensor gv = geometry.vjp(s.geometry, grads.harmonics, grad_ef);
+  if (hold && !layer.envelope && !layer.spline) {
+    hold->harmonics = sum_of(hold->harmonics, grads.harmonics);
+    hold->ef = sum_of(hold->ef, grad_ef);
+    s = MessageChunkState{};
+    return {};
+  }
+  const at::Tensor grad_sh = pending ? sum_of(grads.harmonics, pending->harmonics) : grads.harmonics;
+  if (pending) grad_ef = sum_of(grad_ef, pending->ef);
+  at::Tensor gv = geometry.vjp(s.geometry, grad_sh, grad_ef);
   if (grad_f.defined()) gv.add_(grad_f * df_dv);
   if (grad_r.defined()) layer.spline->add_edge_gradient(in.vectors, in.pairs, grad_r, gv);
   lap(timer, "geometry_backward");

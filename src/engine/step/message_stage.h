@@ -120,12 +120,24 @@ struct MessageEdgeGrads {
 MessageEdgeGrads message_chunk_backward_messages(const MessageLayer& layer, const MessageChunkInput& in,
                                                  const MessageChunkState& state, const at::Tensor& grad_aggregate,
                                                  at::Tensor* x_table_grad, StageTimer* timer = nullptr);
+// dE/d(harmonics) and dE/d(radial features) of a chunk's edges, held back for another layer that
+// reads the same edge geometry: the geometry's backward pass is linear in them, so it runs once on
+// their sums.
+struct GeometryGradients {
+  at::Tensor harmonics;  // [Ec, dim(sh)]
+  at::Tensor ef;         // [Ec, n_basis] (undefined: none)
+};
+
 // The second needs only the edge terms: with d(density) [nrows] (density blocks) it returns dE/dv
-// [Ec, 3] through the radial MLP and the geometry. Consumes the state.
+// [Ec, 3] through the radial MLP and the geometry, the geometry's part with `pending` (another
+// layer's, on the same geometry) added in. With `hold`, a layer whose geometry gradients are all of
+// its dE/dv (no envelope inside the interaction, spline or NonLinear radial) adds them to *hold and
+// returns an undefined tensor instead. Consumes the state.
 at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                         const MessageChunkInput& in, MessageChunkState& state,
                                         const MessageEdgeGrads& grads, const at::Tensor& grad_density,
-                                        StageTimer* timer = nullptr);
+                                        StageTimer* timer = nullptr, GeometryGradients* hold = nullptr,
+                                        const GeometryGradients* pending = nullptr);
 
 // Both parts: dE/dv [Ec, 3], and d(x_table) added into *x_table_grad if in.x_gradient.
 at::Tensor message_chunk_backward(const EdgeGeometryOp& geometry, const MessageLayer& layer,
