@@ -304,6 +304,11 @@ void FastEngine::backward_edges(StepState& s, int t, at::Tensor* dhu) {
   const InteractionParams& L = p_.layers[t];
   StepState::Layer& S = s.layers[t];
   const std::vector<EdgeChunk>& chunks = topology_.chunks;
+  // Layers 1.. that read layer 0's edge geometry hold their geometry gradients for layer 0's backward
+  // pass, which takes the geometry's backward once, on the sums.
+  const bool merge = s.shared_geometry && geometry_gradients_only(0);
+  const bool hold = merge && t > 0 && geometry_gradients_only(t), take = merge && t == 0;
+  if ((hold || take) && s.held.empty()) s.held.resize(chunks.size());
   for (std::size_t k = 0; k < chunks.size(); ++k) {
     const EdgeChunk& ch = chunks[k];
     const MessageChunkInput in = message_input(s, k, t, S.hu);
@@ -321,14 +326,8 @@ void FastEngine::backward_edges(StepState& s, int t, at::Tensor* dhu) {
       });
       side_.share(s.side_grad_v[k]);
     } else {
-      // Layers 1.. that read layer 0's edge geometry hold their geometry gradients for layer 0's
-      // backward pass, which takes the geometry's backward once, on the sums.
-      const bool merge = s.shared_geometry && geometry_gradients_only(0);
-      if (merge && s.held.empty()) s.held.resize(chunks.size());
-      GeometryGradients* hold = merge && t > 0 && geometry_gradients_only(t) ? &s.held[k] : nullptr;
-      const GeometryGradients* pending = merge && t == 0 ? &s.held[k] : nullptr;
-      const at::Tensor gv =
-          message_chunk_backward_edges(geometry_, message_layer(t), in, state, grads, dd, timer_, hold, pending);
+      const at::Tensor gv = message_chunk_backward_edges(geometry_, message_layer(t), in, state, grads, dd, timer_,
+                                                         hold ? &s.held[k] : nullptr, take ? &s.held[k] : nullptr);
       if (gv.defined()) s.grad_v.narrow(0, ch.begin, ch.count).add_(gv);
     }
   }

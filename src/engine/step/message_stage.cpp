@@ -133,8 +133,8 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
                                         const MessageEdgeGrads& grads, const at::Tensor& grad_density,
                                         StageTimer* timer, GeometryGradients* hold, const GeometryGradients* pending) {
   const InteractionParams& L = *layer.params;
-  if (pending && (layer.nonlinear || layer.envelope || layer.spline))
-    throw Error("message stage: held geometry gradients reach a layer that does not take them");
+  if ((hold || pending) && (layer.nonlinear || layer.envelope || layer.spline))
+    throw Error("message stage: geometry gradients held or taken by a layer whose dE/dv has other parts");
   if (layer.nonlinear) {
     const Tf32Scope tf32(layer.tf32);
     const at::Tensor dd = grad_density.defined() ? grad_density.index_select(0, in.rows).unsqueeze(1) : at::Tensor();
@@ -179,7 +179,7 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
     grad_ef = grad_ef.defined() ? grad_ef + d : d;
   }
   lap(timer, "radial_backward");
-  if (hold && !layer.envelope && !layer.spline) {
+  if (hold) {
     hold->harmonics = sum_of(hold->harmonics, grads.harmonics);
     hold->ef = sum_of(hold->ef, grad_ef);
     s = MessageChunkState{};

@@ -130,9 +130,9 @@ struct GeometryGradients {
 
 // The second needs only the edge terms: with d(density) [nrows] (density blocks) it returns dE/dv
 // [Ec, 3] through the radial MLP and the geometry, the geometry's part with `pending` (another
-// layer's, on the same geometry) added in. With `hold`, a layer whose geometry gradients are all of
-// its dE/dv (no envelope inside the interaction, spline or NonLinear radial) adds them to *hold and
-// returns an undefined tensor instead. Consumes the state.
+// layer's, on the same geometry) added in; with `hold`, it adds its geometry gradients to *hold and
+// returns an undefined tensor instead. hold and pending only for layers whose dE/dv is all through the
+// geometry (no envelope inside the interaction, spline or NonLinear radial). Consumes the state.
 at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const MessageLayer& layer,
                                         const MessageChunkInput& in, MessageChunkState& state,
                                         const MessageEdgeGrads& grads, const at::Tensor& grad_density,
