@@ -231,18 +231,33 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
   // one row at once.
   ConvTPBackwardPass<T> pass;
   pass.dr_by_radial_row = d.dR_by_radial_row && (g.radial_index || g.num_edges == 0);  // (no edges: every row zero)
-  std::vector<int32_t> rank;
+  RowParts<T> rp = row_parts(g, std::max<int64_t>(1, std::min<int64_t>(cpu_threads(), g.nrows)));
+  const int64_t parts = static_cast<int64_t>(rp.row_begin.size()) - 1;
+  std::vector<int32_t> rank, dr_phase;
   int32_t passes = 1;
   if (pass.dr_by_radial_row) {
     int64_t num_radial = g.num_radial;
     for (int64_t e = 0; e < g.num_edges; ++e) num_radial = std::max(num_radial, g.radial_index[e] + 1);
     std::vector<int32_t> count(static_cast<std::size_t>(num_radial), 0);
+    // An edge whose radial row's earlier edges all had their dR in pass 0 in the same part (thread)
+    // adds its own there too, after them, from the sweep that computes its dx: its M and W once, not
+    // once per pass. Only rows shared across parts wait for later passes.
+    std::vector<int32_t> first_part(static_cast<std::size_t>(num_radial), -1);
     rank.resize(static_cast<std::size_t>(g.num_edges));
+    dr_phase.resize(static_cast<std::size_t>(g.num_edges));
+    int32_t part = 0;  // edge e's part: the rows of part p hold edges [row_ptr[row_begin[p]], row_ptr[row_begin[p + 1]])
     for (int64_t e = 0; e < g.num_edges; ++e) {
-      rank[e] = count[g.radial_index[e]]++;
-      passes = std::max(passes, rank[e] + 1);
+      while (part < parts && e >= g.row_ptr[rp.row_begin[part + 1]]) ++part;
+      const int64_t r = g.radial_index[e];
+      rank[e] = count[r]++;
+      if (rank[e] == 0) first_part[r] = part;
+      const bool here = part < parts && first_part[r] == part;
+      dr_phase[e] = here ? 0 : rank[e];
+      if (!here) first_part[r] = -1;  // (the row's later edges wait too)
+      passes = std::max(passes, dr_phase[e] + 1);
     }
     pass.rank = rank.data();
+    pass.dr_phase = dr_phase.data();
     parallel_rows(num_radial, [&](int64_t r) {  // rows without edges: zeros
       if (count[r] == 0) std::fill(d.dR + r * t.weight_numel, d.dR + (r + 1) * t.weight_numel, T(0));
     });
@@ -250,8 +265,6 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
   // dx summed per part in its window of x rows, then over the parts in order (deterministic for a given
   // thread count), unless the windows would hold more than twice dx (atoms far from any space-filling
   // order): then per x row over its edges (x_perm), reading the receivers' g once per edge.
-  RowParts<T> rp = row_parts(g, std::max<int64_t>(1, std::min<int64_t>(cpu_threads(), g.nrows)));
-  const int64_t parts = static_cast<int64_t>(rp.row_begin.size()) - 1;
   int64_t window_rows = 0;
   for (int64_t p = 0; p < parts; ++p) window_rows += rp.x_end[p] - rp.x_begin[p];
   const bool windows = d.dx && window_rows <= std::max<int64_t>(2 * g.num_x, 64);

@@ -31,13 +31,15 @@ struct ConvTPCouplings {
 constexpr int kConvTPEdgeBlock = 32;
 
 // One pass of the row-major backward (conv_tp_cpu.cpp). rank: each edge's place among the edges of its
-// radial row (null: every edge 0); the pass takes the edges of rank `phase`, so that no two of its edges
-// share a dR row, and writes (phase 0) or adds their dR at dR's radial row (dr_by_radial_row) or edge
-// row. dx: null, or a window of x rows from x_begin in the [m][u] layout, where pass 0 adds the dx of
-// every edge of the row in edge order (the order without shared rows).
+// radial row (null: every edge 0); dr_phase: the pass that computes each edge's dR (null: its rank). The
+// pass takes the edges whose dr_phase is `phase`, so that no two threads touch one dR row at once, and
+// writes (rank 0) or adds (the others, after the lower ranks) their dR at dR's radial row
+// (dr_by_radial_row) or edge row. dx: null, or a window of x rows from x_begin in the [m][u] layout,
+// where pass 0 adds the dx of every edge of the row in edge order (the order without shared rows).
 template <typename T>
 struct ConvTPBackwardPass {
   const int32_t* rank = nullptr;
+  const int32_t* dr_phase = nullptr;
   int32_t phase = 0;
   bool dr_by_radial_row = false;
   T* dx = nullptr;

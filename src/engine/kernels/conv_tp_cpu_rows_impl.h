@@ -321,10 +321,11 @@ void backward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const 
                   const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t row, const ConvTPBackwardPass<T>& pass,
                   T* m) {
   for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
-    const bool mine = !pass.rank || pass.rank[e] == pass.phase;
+    const int32_t rank = pass.rank ? pass.rank[e] : 0;
+    const bool mine = (pass.dr_phase ? pass.dr_phase[e] : rank) == pass.phase;
     T* dr = mine ? d.dR + (pass.dr_by_radial_row ? g.radial_index[e] : e) * t.weight_numel : nullptr;
     T* dx = pass.dx && pass.phase == 0 ? pass.dx + (g.xindex[e] - pass.x_begin) * t.dim_in1 : nullptr;
-    if (dr || dx) backward_edge(t, cm, g, d, xt, gt, e, dr, pass.phase > 0, dx, m);
+    if (dr || dx) backward_edge(t, cm, g, d, xt, gt, e, dr, rank > 0, dx, m);
   }
 }
 
