@@ -225,10 +225,11 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
     g.edge_row = edge_row.data();
   }
   // Row-major passes: a row's g (dim_mid values, tens of kB) stays in cache over its edges, where a pass
-  // per pair or per sender reads it once per edge. With dR summed per radial row, each pass takes the
-  // edges of one rank within their radial row, so a row is written by its first edge (pass 0) and added
-  // to by the others in edge order, as per-edge gradients summed in edge order, and no two threads touch
-  // one row at once.
+  // per pair or per sender reads it once per edge. With dR summed per radial row, a row is written by its
+  // first edge and added to by the others in edge order, as per-edge gradients summed in edge order. An
+  // edge whose row's earlier edges all fall in its own part (thread) adds its dR in pass 0, from the
+  // sweep that computes its dx (its M and W once); a row shared across parts takes one pass per rank from
+  // there on, so that no two threads touch one row at once.
   ConvTPBackwardPass<T> pass;
   pass.dr_by_radial_row = d.dR_by_radial_row && (g.radial_index || g.num_edges == 0);  // (no edges: every row zero)
   RowParts<T> rp = row_parts(g, std::max<int64_t>(1, std::min<int64_t>(cpu_threads(), g.nrows)));
@@ -239,9 +240,6 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
     int64_t num_radial = g.num_radial;
     for (int64_t e = 0; e < g.num_edges; ++e) num_radial = std::max(num_radial, g.radial_index[e] + 1);
     std::vector<int32_t> count(static_cast<std::size_t>(num_radial), 0);
-    // An edge whose radial row's earlier edges all had their dR in pass 0 in the same part (thread)
-    // adds its own there too, after them, from the sweep that computes its dx: its M and W once, not
-    // once per pass. Only rows shared across parts wait for later passes.
     std::vector<int32_t> first_part(static_cast<std::size_t>(num_radial), -1);
     rank.resize(static_cast<std::size_t>(g.num_edges));
     dr_phase.resize(static_cast<std::size_t>(g.num_edges));
