@@ -264,22 +264,29 @@ void check_radial_index(const at::Device& device, bool specialize) {
       EXPECT_TRUE(at::equal(a.dx, b.dx)) << dtype;
     }
     // dR summed per row is the per-edge dR added up in edge order, bit for bit, whatever order the
-    // device adds in. On the CPU with several threads, a pair whose edges fall to different threads'
-    // parts waits for a second pass, and one within a part is summed in the first.
-    const auto [expanded, indexed] = share_radial_rows(p, pair_rows, pair_index, options);
+    // device adds in. On the CPU with several threads, an edge after one of another thread's part in
+    // its row waits in a row of its own, added after the parts; one within a part is summed at once.
+    // Rows of two edges (reverse-edge pairs, the CUDA kernels' limit) and, on the CPU, of many.
     const int threads = at::get_num_threads();
-    for (const int n : {1, 2, 3}) {
-      at::set_num_threads(n);
-      const Results a = run_kernels(expanded, specialize),
-                    b = run_kernels(indexed, specialize, pair_index.to(device), /*dR_by_row=*/true);
-      const at::Tensor summed =
-          at::zeros({pairs + 3, a.dR.size(1)}, a.dR.options().device(at::kCPU)).index_add_(0, pair_index, a.dR.cpu());
-      const std::string what = std::string(c10::toString(dtype)) + ", " + std::to_string(n) + " threads";
-      EXPECT_EQ(b.dR.size(0), pairs + 3) << what;
-      EXPECT_TRUE(at::equal(b.dR.cpu(), summed)) << what;
-      EXPECT_TRUE(at::equal(a.agg, b.agg)) << what;
-      EXPECT_TRUE(at::equal(a.dY, b.dY)) << what;
-      EXPECT_TRUE(at::equal(a.dx, b.dx)) << what;
+    for (const bool many : {false, true}) {
+      if (many && !device.is_cpu()) continue;
+      const int64_t rows = many ? U : pairs + 3;
+      const at::Tensor& row_index = many ? index : pair_index;
+      const auto [expanded, indexed] = share_radial_rows(p, many ? shared : pair_rows, row_index, options);
+      for (const int n : {1, 2, 3}) {
+        at::set_num_threads(n);
+        const Results a = run_kernels(expanded, specialize),
+                      b = run_kernels(indexed, specialize, row_index.to(device), /*dR_by_row=*/true);
+        const at::Tensor summed =
+            at::zeros({rows, a.dR.size(1)}, a.dR.options().device(at::kCPU)).index_add_(0, row_index, a.dR.cpu());
+        const std::string what = std::string(c10::toString(dtype)) + ", " + std::to_string(n) + " threads" +
+                                 (many ? ", rows of many edges" : "");
+        EXPECT_EQ(b.dR.size(0), rows) << what;
+        EXPECT_TRUE(at::equal(b.dR.cpu(), summed)) << what;
+        EXPECT_TRUE(at::equal(a.agg, b.agg)) << what;
+        EXPECT_TRUE(at::equal(a.dY, b.dY)) << what;
+        EXPECT_TRUE(at::equal(a.dx, b.dx)) << what;
+      }
     }
     at::set_num_threads(threads);
   }

@@ -6,12 +6,11 @@
 // Parallel decomposition (OpenMP when built with it, else serial), each output owned by one thread:
 //   forward:      one thread per receiver row: agg[row] summed over the row's edges in order;
 //   backward:     the receiver rows cut into one part per thread (equal edge counts), each part's
-//                 rows in order: each edge's dR and dY written (dR summed per radial row: in passes
-//                 by the edge's rank within its radial row, written by the first, the others added,
-//                 in edge order), its dx (in pass 0, from the same sweep over the edge's inputs as
-//                 its dR where that falls in pass 0) summed into the part's own window of x rows,
-//                 then over the parts in order (for windows too large: one thread per x row of the
-//                 CSR, over its edges in x_perm order).
+//                 rows in order: each edge's dR and dY written (dR summed per radial row: written by
+//                 the first edge, the others added in edge order, those after an edge of another
+//                 part through a waiting row added after the parts), its dx from the same sweep
+//                 summed into the part's own window of x rows, then over the parts in order (for
+//                 windows too large: one thread per x row of the CSR, over its edges in x_perm order).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -186,6 +185,75 @@ RowParts<T> row_parts(const ConvTPEdges<T>& g, int64_t parts) {
   return rp;
 }
 
+// With dR summed per radial row: each edge's rank in its row, and where its dR goes (conv_tp_backward_cpu).
+template <typename T>
+struct RadialRowPlan {
+  std::vector<int32_t> rank;
+  std::vector<int64_t> dr_slot;       // per edge: -1 (its radial row) or its waiting row
+  std::vector<int64_t> waiting_edge;  // per waiting row, its edge (in edge order)
+  std::vector<T> own_waiting;         // (without the caller's d.waiting_rows)
+  int64_t num_radial = 0;
+
+  // Sets pass's rank, dr_slot and waiting; writes zeros to the rows of dR that no edge uses.
+  void build(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const RowParts<T>& rp, const ConvTPGradients<T>& d,
+             ConvTPBackwardPass<T>* pass) {
+    const int64_t parts = static_cast<int64_t>(rp.row_begin.size()) - 1;
+    num_radial = g.num_radial;
+    for (int64_t e = 0; e < g.num_edges; ++e) num_radial = std::max(num_radial, g.radial_index[e] + 1);
+    std::vector<int32_t> count(static_cast<std::size_t>(num_radial), 0);
+    std::vector<int32_t> first_part(static_cast<std::size_t>(num_radial), -1);
+    rank.resize(static_cast<std::size_t>(g.num_edges));
+    dr_slot.resize(static_cast<std::size_t>(g.num_edges));
+    int32_t part = 0;  // edge e's part: the rows of part p hold edges [row_ptr[row_begin[p]], row_ptr[row_begin[p + 1]])
+    for (int64_t e = 0; e < g.num_edges; ++e) {
+      while (part < parts && e >= g.row_ptr[rp.row_begin[part + 1]]) ++part;
+      const int64_t r = g.radial_index[e];
+      rank[e] = count[r]++;
+      if (rank[e] == 0) first_part[r] = part;
+      const bool here = part < parts && first_part[r] == part;
+      dr_slot[e] = here ? -1 : static_cast<int64_t>(waiting_edge.size());
+      if (!here) {
+        first_part[r] = -1;  // (the row's later edges wait too)
+        waiting_edge.push_back(e);
+      }
+    }
+    pass->rank = rank.data();
+    pass->dr_slot = dr_slot.data();
+    const int64_t n = static_cast<int64_t>(waiting_edge.size()) * t.weight_numel;
+    if (n > 0 && d.waiting_rows) {
+      pass->waiting = d.waiting_rows(n);
+    } else if (n > 0) {
+      own_waiting.resize(static_cast<std::size_t>(n));
+      pass->waiting = own_waiting.data();
+    }
+    parallel_rows(num_radial, [&](int64_t r) {  // rows without edges: zeros
+      if (count[r] == 0) std::fill(d.dR + r * t.weight_numel, d.dR + (r + 1) * t.weight_numel, T(0));
+    });
+  }
+
+  // The waiting rows added to their radial rows of dR, each radial row's in edge order (a thread per row).
+  void add_waiting_rows(const ConvTPTables<T>& t, const ConvTPEdges<T>& g, const T* waiting, T* dR) const {
+    if (waiting_edge.empty()) return;
+    std::vector<int64_t> heads;
+    std::vector<int64_t> next(waiting_edge.size(), -1), tail(static_cast<std::size_t>(num_radial), -1);
+    for (int64_t s = 0; s < static_cast<int64_t>(waiting_edge.size()); ++s) {
+      const int64_t r = g.radial_index[waiting_edge[s]];
+      if (tail[r] < 0)
+        heads.push_back(s);
+      else
+        next[tail[r]] = s;
+      tail[r] = s;
+    }
+    parallel_rows(static_cast<int64_t>(heads.size()), [&](int64_t h) {
+      T* out = dR + g.radial_index[waiting_edge[heads[h]]] * t.weight_numel;
+      for (int64_t s = heads[h]; s >= 0; s = next[s]) {
+        const T* w = waiting + s * t.weight_numel;
+        for (int j = 0; j < t.weight_numel; ++j) out[j] += w[j];
+      }
+    });
+  }
+};
+
 }  // namespace
 
 template <typename T>
@@ -224,59 +292,36 @@ void conv_tp_backward_cpu(const ConvTPTables<T>& t, const ConvTPEdges<T>& edges,
       std::fill(edge_row.begin() + g.row_ptr[r], edge_row.begin() + g.row_ptr[r + 1], r);
     g.edge_row = edge_row.data();
   }
-  // Row-major passes: a row's g (dim_mid values, tens of kB) stays in cache over its edges, where a pass
-  // per pair or per sender reads it once per edge. With dR summed per radial row, a row is written by its
+  // Row-major: a row's g (dim_mid values, tens of kB) stays in cache over its edges, where a pass per
+  // pair or per sender reads it once per edge. With dR summed per radial row, a row is written by its
   // first edge and added to by the others in edge order, as per-edge gradients summed in edge order. An
-  // edge whose row's earlier edges all fall in its own part (thread) adds its dR in pass 0, from the
-  // sweep that computes its dx (its M and W once); a row shared across parts takes one pass per rank from
-  // there on, so that no two threads touch one row at once.
+  // edge whose row's earlier edges all fall in its own part (thread) adds its dR there; the others (a
+  // row shared across parts, from its first edge in another part on) write theirs to a waiting row,
+  // added after the parts, so that no two threads touch one row at once and every edge's M, W and
+  // inputs are swept once.
   ConvTPBackwardPass<T> pass;
   pass.dr_by_radial_row = d.dR_by_radial_row && (g.radial_index || g.num_edges == 0);  // (no edges: every row zero)
   RowParts<T> rp = row_parts(g, std::max<int64_t>(1, std::min<int64_t>(cpu_threads(), g.nrows)));
   const int64_t parts = static_cast<int64_t>(rp.row_begin.size()) - 1;
-  std::vector<int32_t> rank, dr_phase;
-  int32_t passes = 1;
-  if (pass.dr_by_radial_row) {
-    int64_t num_radial = g.num_radial;
-    for (int64_t e = 0; e < g.num_edges; ++e) num_radial = std::max(num_radial, g.radial_index[e] + 1);
-    std::vector<int32_t> count(static_cast<std::size_t>(num_radial), 0);
-    std::vector<int32_t> first_part(static_cast<std::size_t>(num_radial), -1);
-    rank.resize(static_cast<std::size_t>(g.num_edges));
-    dr_phase.resize(static_cast<std::size_t>(g.num_edges));
-    int32_t part = 0;  // edge e's part: the rows of part p hold edges [row_ptr[row_begin[p]], row_ptr[row_begin[p + 1]])
-    for (int64_t e = 0; e < g.num_edges; ++e) {
-      while (part < parts && e >= g.row_ptr[rp.row_begin[part + 1]]) ++part;
-      const int64_t r = g.radial_index[e];
-      rank[e] = count[r]++;
-      if (rank[e] == 0) first_part[r] = part;
-      const bool here = part < parts && first_part[r] == part;
-      dr_phase[e] = here ? 0 : rank[e];
-      if (!here) first_part[r] = -1;  // (the row's later edges wait too)
-      passes = std::max(passes, dr_phase[e] + 1);
-    }
-    pass.rank = rank.data();
-    pass.dr_phase = dr_phase.data();
-    parallel_rows(num_radial, [&](int64_t r) {  // rows without edges: zeros
-      if (count[r] == 0) std::fill(d.dR + r * t.weight_numel, d.dR + (r + 1) * t.weight_numel, T(0));
-    });
-  }
+  RadialRowPlan<T> plan;
+  if (pass.dr_by_radial_row) plan.build(t, g, rp, d, &pass);
   // dx summed per part in its window of x rows, then over the parts in order (deterministic for a given
   // thread count), unless the windows would hold more than twice dx (atoms far from any space-filling
   // order): then per x row over its edges (x_perm), reading the receivers' g once per edge.
   int64_t window_rows = 0;
   for (int64_t p = 0; p < parts; ++p) window_rows += rp.x_end[p] - rp.x_begin[p];
   const bool windows = d.dx && window_rows <= std::max<int64_t>(2 * g.num_x, 64);
-  for (pass.phase = 0; pass.phase < passes; ++pass.phase)
-    parallel_with_scratch<T>(parts, nscratch, 1, [&](int64_t p, T* m) {
-      ConvTPBackwardPass<T> part = pass;
-      if (windows) {
-        if (pass.phase == 0) rp.dx[p].assign(static_cast<std::size_t>(rp.x_end[p] - rp.x_begin[p]) * t.dim_in1, T(0));
-        part.dx = rp.dx[p].data();
-        part.x_begin = rp.x_begin[p];
-      }
-      for (int64_t row = rp.row_begin[p]; row < rp.row_begin[p + 1]; ++row)
-        k.backward_row(t, cm.view, g, d, xt.data(), gt.data(), row, part, m);
-    });
+  parallel_with_scratch<T>(parts, nscratch, 1, [&](int64_t p, T* m) {
+    ConvTPBackwardPass<T> part = pass;
+    if (windows) {
+      rp.dx[p].assign(static_cast<std::size_t>(rp.x_end[p] - rp.x_begin[p]) * t.dim_in1, T(0));
+      part.dx = rp.dx[p].data();
+      part.x_begin = rp.x_begin[p];
+    }
+    for (int64_t row = rp.row_begin[p]; row < rp.row_begin[p + 1]; ++row)
+      k.backward_row(t, cm.view, g, d, xt.data(), gt.data(), row, part, m);
+  });
+  plan.add_waiting_rows(t, g, pass.waiting, d.dR);
   if (!d.dx) return;
   if (windows) {
     int64_t lo = g.num_x, hi = 0;

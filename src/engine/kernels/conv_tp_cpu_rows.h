@@ -4,9 +4,8 @@
 // the channel-innermost layout [m][u] of each irreps block (conv_tp_cpu.cpp transposes):
 //   forward_row:  out_mu[dim_mid] += sum over the row's edges of TP(x[xindex[e]], Y[e], R[e]), in blocks
 //                 of kConvTPEdgeBlock edges (m: scratch of kConvTPEdgeBlock * cm.size values)
-//   backward_row: for the row's edges of one pass (ConvTPBackwardPass): dY[e] written and the edge's dR
-//                 written or added; in pass 0, every edge's dx added into the pass's window of x rows
-//                 (from the same sweep over the edge's inputs where its dR falls in pass 0)
+//   backward_row: for each of the row's edges, from one sweep over its inputs (ConvTPBackwardPass): dY[e]
+//                 written, its dR written or added, its dx added into the window of x rows
 //   x_grad_row:   dx_mu[dim_in1] += the gradient of every edge of CSR row `xr` (x_perm order)
 // xt: [num_x, dim_in1] and gt: [nrows, dim_mid] transposed; m: scratch of cm.size values (forward_row:
 // kConvTPEdgeBlock * cm.size).
@@ -30,17 +29,17 @@ struct ConvTPCouplings {
 // every path's tiles sweep over them, each tile's sums in registers.
 constexpr int kConvTPEdgeBlock = 32;
 
-// One pass of the row-major backward (conv_tp_cpu.cpp). rank: each edge's place among the edges of its
-// radial row (null: every edge 0); dr_phase: the pass that computes each edge's dR (null: its rank). The
-// pass takes the edges whose dr_phase is `phase`, so that no two threads touch one dR row at once, and
-// writes (rank 0) or adds (the others, after the lower ranks) their dR at dR's radial row
-// (dr_by_radial_row) or edge row. dx: null, or a window of x rows from x_begin in the [m][u] layout,
-// where pass 0 adds the dx of every edge of the row in edge order (the order without shared rows).
+// The row-major backward's view of its outputs (conv_tp_cpu.cpp). rank: each edge's place among the
+// edges of its radial row (null: every edge 0); dr_slot: null, or per edge -1 (its dR goes to dR's row:
+// written by rank 0, added by the others in edge order) or the row of `waiting` where its dR is written,
+// to be added to dR's row later in edge order (an edge whose radial row's earlier edges belong to
+// another thread). dR's row is the radial row (dr_by_radial_row) or the edge's. dx: null, or a window of
+// x rows from x_begin in the [m][u] layout, where every edge's dx is added in edge order.
 template <typename T>
 struct ConvTPBackwardPass {
   const int32_t* rank = nullptr;
-  const int32_t* dr_phase = nullptr;
-  int32_t phase = 0;
+  const int64_t* dr_slot = nullptr;
+  T* waiting = nullptr;  // [slots, weight_numel]
   bool dr_by_radial_row = false;
   T* dx = nullptr;
   int64_t x_begin = 0;

@@ -313,19 +313,19 @@ void x_grad_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const Co
   }
 }
 
-// The row's edges of one pass: each edge's dR and dY, and in pass 0 every edge's dx (in edge order, as
-// without passes), from one sweep where both fall in the pass, while the edge's R row and the
-// receiver's g row are in cache.
+// The row's edges, each edge's dR, dY and dx from one sweep while the edge's R row and the receiver's g
+// row are in cache.
 template <typename T>
 void backward_row(const ConvTPTables<T>& t, const ConvTPCouplings<T>& cm, const ConvTPEdges<T>& g,
                   const ConvTPGradients<T>& d, const T* xt, const T* gt, int64_t row, const ConvTPBackwardPass<T>& pass,
                   T* m) {
   for (int64_t e = g.row_ptr[row]; e < g.row_ptr[row + 1]; ++e) {
-    const int32_t rank = pass.rank ? pass.rank[e] : 0;
-    const bool mine = (pass.dr_phase ? pass.dr_phase[e] : rank) == pass.phase;
-    T* dr = mine ? d.dR + (pass.dr_by_radial_row ? g.radial_index[e] : e) * t.weight_numel : nullptr;
-    T* dx = pass.dx && pass.phase == 0 ? pass.dx + (g.xindex[e] - pass.x_begin) * t.dim_in1 : nullptr;
-    if (dr || dx) backward_edge(t, cm, g, d, xt, gt, e, dr, rank > 0, dx, m);
+    const int64_t slot = pass.dr_slot ? pass.dr_slot[e] : -1;
+    const bool add = slot < 0 && pass.rank && pass.rank[e] > 0;
+    T* dr = slot >= 0 ? pass.waiting + slot * t.weight_numel
+                      : d.dR + (pass.dr_by_radial_row ? g.radial_index[e] : e) * t.weight_numel;
+    T* dx = pass.dx ? pass.dx + (g.xindex[e] - pass.x_begin) * t.dim_in1 : nullptr;
+    backward_edge(t, cm, g, d, xt, gt, e, dr, add, dx, m);
   }
 }
 

@@ -9,6 +9,7 @@
 // Every output element is summed by one thread in a fixed order: results are deterministic.
 // Torch-free and CUDA-free (plain pointers, a stream handle), row-major contiguous arrays.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/kernels/conv_tp_descriptor.h"
@@ -90,6 +91,9 @@ struct ConvTPGradients {
   // null: CSR row r is x row r. dx rows outside it are left as they are.
   const int64_t* x_rows = nullptr;
   int64_t num_x_rows = 0;
+  // CPU kernels with dR_by_radial_row: n values of scratch, where the dR of edges that share their radial
+  // row with another thread's edges waits (null: the kernel allocates it).
+  std::function<T*(int64_t n)> waiting_rows;
 };
 
 // agg [nrows, dim_mid] is written.

@@ -262,6 +262,11 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
       grads.num_x_rows = x_ptr.size(0) - 1;
     }
     if (op.device().is_cpu()) {
+      at::Tensor waiting;  // (from LibTorch's allocator: the CPU buffer cache reuses it between steps)
+      grads.waiting_rows = [&](int64_t n) {
+        waiting = at::empty({n}, in.Y.options());
+        return waiting.data_ptr<scalar_t>();
+      };
       conv_tp_backward_cpu(op.tables<scalar_t>(), g, grads);
     } else {
 #if FLASHMACE_CUDA_KERNELS

@@ -112,7 +112,9 @@ void FastEngine::estimate_costs() {
     const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
     // Kept per edge: the geometry (the fused kernels keep vectors, harmonics and radial features;
     // the ATen code also lengths, unit vectors, per-l harmonics and slopes), the MLP's hidden
-    // pre-activations and its output R. In flight in the backward pass: dR, the MLP's gradients,
+    // pre-activations and its output R. In flight in the backward pass: dR (one row per edge covers a
+    // row per reverse-edge pair and, on the CPU, the rows where an edge's dR waits for its pair's
+    // edge in another thread's part, at most one per pair: conv_tp_cpu.cpp), the MLP's gradients,
     // dY, dE/dv, the message sums of the chunk's rows (about one row per 8 edges in sparse graphs)
     // and the generated TP kernels' scratch (per-edge x-gradients, per-warp partial dY).
     const double geometry = geometry_.fused() ? sh + nb + 3 : 2 * sh + 2 * nb + 4;
