@@ -6,9 +6,12 @@
 // - the reassociated first layer's per-edge sums (engine/ops/first_layer.h, species_outer_cpu_rows.h)
 //   on every instruction set this machine runs, against index_add of outer products in float64; its
 //   per-row GEMMs against the definition (einsum over the Wigner-3j entries) and their backward as
-//   the adjoint, with harmonics no path reads.
+//   the adjoint, with harmonics no path reads;
+// - the radial MLP's output layer backward in row blocks (engine/ops/edge_terms.h) against one float64
+//   GEMM on several thread counts.
 // The checks: engine/test_engine_kernels_support.h. The same on CUDA, and the first layer's CUDA
 // kernels: gpu/test_gpu_engine_kernels.cpp.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +20,7 @@
 #include "core/irreps.h"
 #include "cpu_isa_support.h"
 #include "engine/kernels/conv_tp_descriptor.h"
+#include "engine/ops/edge_terms.h"
 #include "engine/ops/first_layer.h"
 #include "engine/test_engine_kernels_support.h"
 
@@ -150,6 +154,24 @@ TEST(FirstLayerAggregate, FoldedProjectionEqualsTheProjectedAggregate) {
   check_first_layer_projection(Irreps::parse("0e+1o+2e+3o"), Irreps::parse("4x0e+4x1o+4x2e+4x3o"));
   check_first_layer_projection(Irreps::parse("0e+1o+2e+3o"), Irreps::parse("5x0e+3x1o"));  // 2e, 3o unprojected
   check_first_layer_projection(Irreps::parse("0e+2e"), Irreps::parse("2x0e+2x1o+3x2e"));   // 1o no path reaches
+}
+
+// dR W^T in blocks of rows (whole blocks, a partial one, and a product too short for blocks) equals one
+// GEMM in float64 on 1 to 5 threads (blocks of other sizes), float32 within its round-off.
+TEST(RadialMlp, OutputLayerBackwardInRowBlocksEqualsOneGemm) {
+  const int threads = at::get_num_threads();
+  for (const int64_t n : {2600, 700}) {
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    const at::Tensor dR = at::randn({n, 1280}, f64), w = at::randn({64, 1280}, f64);
+    const at::Tensor ref = at::mm(dR, w.t());
+    for (const int k : {1, 2, 3, 5}) {
+      at::set_num_threads(k);
+      EXPECT_LT(testing::relative_error(mm_in_row_blocks(dR, w.t()), ref), 1e-14) << n << " rows, " << k << " threads";
+    }
+    at::set_num_threads(threads);
+    const at::Tensor f32 = mm_in_row_blocks(dR.to(at::kFloat), w.to(at::kFloat).t());
+    EXPECT_LT(testing::relative_error(f32.to(at::kDouble), ref), 1e-5) << n;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "engine/ops/edge_terms.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include <ATen/Parallel.h>
 
 #include "model/e3nn_ops.h"
 #include "model/radial.h"
@@ -137,6 +140,24 @@ at::Tensor radial_mlp_hidden_vjp(const std::vector<at::Tensor>& folded, const st
   at::Tensor g = grad_hidden;
   for (std::size_t k = folded.size() - 1; k-- > 0;) g = at::mm(at::silu_backward(g, pre[k]), folded[k].t());
   return g;
+}
+
+at::Tensor mm_in_row_blocks(const at::Tensor& a, const at::Tensor& b) {
+  constexpr int64_t kRows = 512;
+  const int64_t n = a.size(0), threads = at::get_num_threads();
+  if (!a.is_cpu() || n < 2 * kRows) return at::mm(a, b);
+  // Blocks of at most kRows rows, as many on every thread.
+  const int64_t blocks = threads * ((n + threads * kRows - 1) / (threads * kRows)), rows = (n + blocks - 1) / blocks;
+  at::Tensor out = at::empty({n, b.size(1)}, a.options());
+  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t k = b0; k < b1; ++k) {
+      const int64_t i = std::min(n, k * rows), m = std::min(rows, n - i);
+      if (m == 0) continue;
+      at::Tensor block = out.narrow(0, i, m);
+      at::mm_out(block, a.narrow(0, i, m), b);  // (one thread's GEMM: nested OpenMP regions run serially)
+    }
+  });
+  return out;
 }
 
 at::Tensor density_forward(const InteractionParams& L, const at::Tensor& ef) {
