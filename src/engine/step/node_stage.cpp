@@ -75,18 +75,18 @@ NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeLin
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
   const int64_t n = in.species.size(0);
-  const at::Tensor ge = at::full({n, 1}, energy_weight, grad_h.options());
 
   // readout: its gradient added to the 0e columns of dE/dh
   at::Tensor gh = grad_h.clone();
   const at::Tensor gh0 = gh.narrow(1, 0, c.channels());
   if (lin.readout.size() == 1) {
-    lin.readout[0].transpose_into(ge, gh0, /*accumulate=*/true);
+    lin.readout[0].transpose_into(at::full({n, 1}, energy_weight, grad_h.options()), gh0, /*accumulate=*/true);
   } else {
-    const at::Tensor ga = lin.readout[1].transpose(ge);
-    const at::Tensor sig = at::sigmoid(s.readout_pre);
-    const at::Tensor gz = ga * (kSiluNormalization * sig * (1.0 + s.readout_pre * (1.0 - sig)));
-    lin.readout[0].transpose_into(gz, gh0, /*accumulate=*/true);
+    // Through the normalised SiLU in one kernel (silu_backward), its normalisation folded into the
+    // energy weight the transposed linear reads.
+    const at::Tensor ga =
+        lin.readout[1].transpose(at::full({n, 1}, energy_weight * kSiluNormalization, grad_h.options()));
+    lin.readout[0].transpose_into(at::silu_backward(ga, s.readout_pre), gh0, /*accumulate=*/true);
   }
 
   NodeChunkGradients out;
