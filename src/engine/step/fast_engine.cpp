@@ -96,6 +96,7 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
 void FastEngine::estimate_costs() {
   const MaceConfig& c = p_.config;
   const double s = static_cast<double>(at::elementSize(p_.options.dtype().toScalarType()));
+  const bool cpu = p_.options.device().is_cpu();
   for (std::size_t t = 0; t < p_.layers.size(); ++t) {
     const InteractionParams& L = p_.layers[t];
     double hidden = 0;
@@ -108,7 +109,9 @@ void FastEngine::estimate_costs() {
     // (with reassociate auto the larger per-edge layer is planned for).
     const bool first = messages_[t].first.has_value() && !(t == 0 && per_edge_first_);
     const double last = first ? static_cast<double>(L.radial_layers.back().size(0)) : 0.0;
-    const double mid = L.tp.mid.dim(), W = first ? last : L.tp.weight_numel, in = first ? 0.0 : L.edge.dim();
+    // (the CPU kernels sum x-gradients straight into sender rows: no per-edge scratch there)
+    const double mid = L.tp.mid.dim(), W = first ? last : L.tp.weight_numel,
+                 in = first || cpu ? 0.0 : L.edge.dim();
     const double sh = p_.sh.dim(), nb = static_cast<double>(p_.bessel_weights.size(0));
     // Kept per edge: the geometry (the fused kernels keep vectors, harmonics and radial features;
     // the ATen code also lengths, unit vectors, per-l harmonics and slopes), the MLP's hidden
@@ -118,11 +121,20 @@ void FastEngine::estimate_costs() {
     // dY, dE/dv, the message sums of the chunk's rows (about one row per 8 edges in sparse graphs)
     // and the generated TP kernels' scratch (per-edge x-gradients, per-warp partial dY).
     const double geometry = geometry_.fused() ? sh + nb + 3 : 2 * sh + 2 * nb + 4;
-    const double kept = W + hidden + geometry;
+    const double kept = W + hidden + geometry, rest = nb + 5 * sh + in + 11 + mid / 8;
     costs_.kept_per_edge += s * kept;
     costs_.recomputed_per_edge = std::max(costs_.recomputed_per_edge, s * kept);
-    costs_.transient_per_edge =
-        std::max(costs_.transient_per_edge, s * (W + 2 * hidden + nb + 5 * sh + in + 11 + mid / 8));
+    costs_.transient_per_edge = std::max(costs_.transient_per_edge, s * (W + 2 * hidden + rest));
+    // On the CPU, a whole-step chunk of a symmetric list pairs every edge: R, the MLP's rows and their
+    // gradients once per pair (dR keeps a row per edge: one per pair and at most one waiting row per
+    // pair split between threads). The CPU step holds (MP-0-medium float32, 864 atoms) 512 MiB;
+    // per edge this predicts 1,391 MiB, paired 923 MiB. On a GPU the per-edge figures stay.
+    if (cpu) {
+      const double rows = messages_[t].shares_pairs() ? 0.5 : 1.0;
+      costs_.paired_kept_per_edge += s * (rows * (W + hidden) + geometry);
+      costs_.paired_transient_per_edge =
+          std::max(costs_.paired_transient_per_edge, s * (W + rows * 2 * hidden + rest));
+    }
     // Per atom in the node stage: kept, the normalised message, the SC input and the features; in
     // flight, their copies and gradients and the SC output (the SC executors keep no intermediates).
     const double target = L.projected_dim(), out = L.out.dim();
@@ -193,22 +205,41 @@ void FastEngine::choose_first_layer() {
                  std::to_string(options_.reassociate_max_elements) + ")");
 }
 
-void FastEngine::update_plan(int64_t atoms, int64_t edges) {
-  if (atoms == planned_atoms_ && edges == planned_edges_) return;
+void FastEngine::update_plan(int64_t atoms, int64_t edges, bool symmetric) {
+  if (atoms == planned_atoms_ && edges == planned_edges_ && symmetric == planned_symmetric_) return;
   const std::string device = p_.options.device().str();
   const double budget =
       options_.memory_bytes > 0 ? options_.memory_bytes : default_memory_budget(device, options_.device_sharers);
-  const MemoryPlan plan = plan_memory(costs_, atoms, edges, budget, options_.edge_chunk, options_.atom_chunk);
+  // Paired costs where a whole-step chunk pairs every edge: a list without ghosts, pairs not off.
+  StageCosts costs = costs_;
+  if (!symmetric || !some_layer_pairs_ || options_.radial_pairs == Choice::Off)
+    costs.paired_kept_per_edge = costs.paired_transient_per_edge = 0;
+  const MemoryPlan plan = plan_memory(costs, atoms, edges, budget, options_.edge_chunk, options_.atom_chunk);
   // Printed when the mode or the chunk sizes change, not at every new atom or edge count (LAMMPS
   // changes them at every neighbour-list rebuild); whole-step plans differ only in their sizes.
-  const bool changed = planned_atoms_ < 0 || plan.recompute != plan_.recompute ||
+  const bool changed = planned_atoms_ < 0 || plan.recompute != plan_.recompute || plan.paired != plan_.paired ||
                        (plan.recompute && !plan.same_shape(plan_));
   plan_ = plan;
   planned_atoms_ = atoms;
   planned_edges_ = edges;
+  planned_symmetric_ = symmetric;
   if (changed && options_.log) options_.log(plan_.describe(atoms, edges));
 }
 
+
+// A plan at paired costs assumed about one radial row per two edges. Where the graph has fewer
+// pairs (an edge set that is not a full neighbour list, vectors that are not exact negations), later
+// steps are planned per edge.
+void FastEngine::check_pairs(const std::vector<RadialPairs>& pairs, int64_t edges) {
+  int64_t rows = 0;
+  for (const RadialPairs& p : pairs) rows += p.rows;
+  if (pairs.empty() || 2 * rows <= edges + edges / 32) return;
+  unpaired_seen_ = true;
+  if (options_.log)
+    options_.log("memory plan: " + std::to_string(rows) + " radial rows for " + std::to_string(edges) +
+                 " edges (fewer reverse-edge pairs than a full neighbour list has); planning per edge from the "
+                 "next step");
+}
 
 void FastEngine::update_topology(const GraphTensors& g, int64_t nlocal, const TopologyOptions& options,
                                  bool keep_storage, const at::Tensor& positions) {
@@ -340,7 +371,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   const bool may_pad = may_graph || options_.pad_to_bucket;
   const int64_t edges = may_pad ? padded_count(E, 1024) : E;
   const int64_t atoms = may_pad ? padded_count(ntotal, 256) : ntotal;
-  update_plan(atoms, edges);
+  update_plan(atoms, edges, nlocal == ntotal && !unpaired_seen_);
   const bool use_graph = may_graph && plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal;
   // (in a graph step the pairs cost one check per step: no launches to save there)
   auto paired = [&](int64_t count) {
@@ -399,6 +430,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     for (const EdgeChunk& ch : topo.chunks) pair_chunks.push_back({ch.begin, ch.count, paired(ch.count)});
     std::vector<RadialPairs> pairs =
         pair_cache_.pairs(topo.sender, topo.receiver, v64, pair_chunks, p_.options.dtype().toScalarType(), topo.id);
+    if (plan_.paired) check_pairs(pairs, edges);
     // (padded rows as in a graph step, so that padding tests cover them)
     if (options_.pad_to_bucket)
       for (RadialPairs& p : pairs)

@@ -90,6 +90,8 @@ class FastEngine {
   StageCosts costs_;
   MemoryPlan plan_;
   int64_t planned_atoms_ = -1, planned_edges_ = -1;
+  bool planned_symmetric_ = false;
+  bool unpaired_seen_ = false;  // a graph without ghosts left edges unpaired: plan per edge from then on
   at::Tensor h0_table_;                 // [Z, dim(in_0)]: first-layer node features depend only on the species
   at::Tensor hu0_table_;                // [Z, dim(in_0)]: their linear_up
   EdgeGeometryOp geometry_;             // harmonics and radial features of the edges
@@ -145,7 +147,10 @@ class FastEngine {
   void build_radial_splines(const ModelFile& file);  // radial spline: one table per layer
   void estimate_costs();  // costs_ from the model's shapes
   void choose_first_layer();  // reassociate auto: per element or per edge, from topology_'s elements
-  void update_plan(int64_t atoms, int64_t edges);
+  // symmetric: every edge's reverse is in the graph (no ghosts), so a whole-step chunk may be planned
+  // at the paired costs (StageCosts)
+  void update_plan(int64_t atoms, int64_t edges, bool symmetric);
+  void check_pairs(const std::vector<RadialPairs>& pairs, int64_t edges);
   // Whether the edges' atomic numbers are read (a distance transform, ZBL): else the topology
   // holds none.
   bool edge_elements() const { return p_.zbl || !p_.config.distance_transform.empty(); }

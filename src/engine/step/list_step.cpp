@@ -37,7 +37,8 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   const std::pair<int64_t, int64_t> previous{graph_ ? topology_.padded_edges : 0,
                                              graph_ && !graph_pairs_.empty() ? graph_pairs_.front().rows : 0};
   const int64_t edges = skin_bucket(count, previous.first), atoms = may_graph ? padded_count(ntotal, 256) : ntotal;
-  update_plan(atoms, edges);
+  // (per edge: a skin list's pair rows come in padded buckets per block)
+  update_plan(atoms, edges, /*symmetric=*/false);
   TopologyOptions o;
   o.edge_chunk = plan_.edge_chunk;
   o.atom_chunk = plan_.atom_chunk;

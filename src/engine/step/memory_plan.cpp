@@ -31,7 +31,7 @@ std::string MemoryPlan::describe(int64_t atoms, int64_t edges) const {
     s += ", recompute in backward (message sums kept for " + std::to_string(kept) + " of " + std::to_string(layers) +
          " layers" + (last_layer_fused ? "; the last layer's backward pass with its forward pass" : "") + ")";
   } else {
-    s += ", no recompute";
+    s += paired ? ", no recompute (radial rows once per reverse-edge pair)" : ", no recompute";
   }
   s += ", predicted peak " + mib(predicted_peak);
   if (atoms > 0) {
@@ -65,6 +65,20 @@ MemoryPlan plan_memory(const StageCosts& c, int64_t atoms, int64_t edges, double
       0.0, (budget - block_reserve) / std::max(c.resident_per_atom + degree * c.resident_per_edge, 1.0)));
 
   const bool forced = forced_edge_chunk > 0 || forced_atom_chunk > 0;
+  if (!forced && c.paired_kept_per_edge > 0) {
+    // Without recompute in one chunk whose edges all pair: the radial rows once per pair.
+    const double peak = resident + sums + sums_grad + E * c.paired_kept_per_edge + N * c.kept_per_atom +
+                        std::max(c.paired_transient_per_edge * E, c.transient_per_atom * N);
+    if (peak <= budget) {
+      plan.recompute = false;
+      plan.kept_sums.assign(c.sums_per_atom.size(), true);
+      plan.edge_chunk = clamp_chunk(E, edges);
+      plan.atom_chunk = std::max<int64_t>(1, atoms);
+      plan.predicted_peak = peak;
+      plan.paired = true;
+      return plan;
+    }
+  }
   if (!forced) {
     // Without recompute: everything kept, and the chunks' working sets as large as the rest allows
     // (whole-step chunks when they fit; smaller edge chunks lose nothing but launch overhead).

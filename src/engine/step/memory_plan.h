@@ -24,6 +24,11 @@ struct StageCosts {
   // Recompute plans run the last layer's backward pass block by block right after the block's
   // forward pass: that layer's sums are never kept.
   bool last_layer_fused = false;
+  // A whole-step chunk in which every edge's reverse is in the chunk too (one process, no ghosts,
+  // radial pairs on): kept_per_edge and transient_per_edge with the radial MLP's rows counted once
+  // per reverse-edge pair. 0: not known for this device (the per-edge figures hold).
+  double paired_kept_per_edge = 0;
+  double paired_transient_per_edge = 0;
 };
 
 struct MemoryPlan {
@@ -35,6 +40,7 @@ struct MemoryPlan {
   // runs the block's messages forward instead of only their geometry and radial MLP).
   std::vector<bool> kept_sums;
   bool last_layer_fused = false;  // recompute plans: StageCosts::last_layer_fused (its kept_sums false)
+  bool paired = false;            // planned at StageCosts' paired costs (every edge of the chunk pairs)
   double predicted_peak = 0;   // bytes
   int64_t largest_atoms = 0;   // the most atoms that fit the budget at this plan's edges per atom
   std::string describe(int64_t atoms, int64_t edges) const;
@@ -56,7 +62,8 @@ constexpr int64_t kMinBlockEdges = 262144;
 // recompute every chunk's intermediates stay alive until the backward pass; that mode is chosen when
 // they all fit next to one chunk's working set (edge chunks then as long as the rest of the budget
 // allows), else the step recomputes with node blocks sized to the budget, keeping the message sums
-// of as many layers as leave room for blocks of kMinBlockEdges edges.
+// of as many layers as leave room for blocks of kMinBlockEdges edges. With paired costs (StageCosts),
+// a whole-step chunk at those costs is tried first.
 MemoryPlan plan_memory(const StageCosts& costs, int64_t atoms, int64_t edges, double budget, int64_t forced_edge_chunk,
                        int64_t forced_atom_chunk);
 
