@@ -158,6 +158,17 @@ inline void check_skin_steps(const SkinCase& c) {
     EXPECT_GE(blocks, 3) << "a chunked plan's list in blocks of rows";
   else
     EXPECT_EQ(blocks, 0);
+  // On the CPU the planner's own whole-list plan counts the radial rows once per reverse-edge pair
+  // (a folded list has no ghosts), and the list's pairs bear that out: no note that they do not.
+  if (c.device == "cpu" && c.edge_chunk == 0 && c.atom_chunk == 0) {
+    bool paired = false;
+    for (const std::string& line : log) {
+      if (line.rfind("flashmace fast engine:", 0) == 0)
+        paired = paired || line.find("radial rows once per reverse-edge pair") != std::string::npos;
+      EXPECT_NE(line.rfind("memory plan:", 0), 0u) << line;
+    }
+    EXPECT_EQ(paired, c.radial_pairs != "off");
+  }
   // A new list (here the same pairs under a new id) is adopted once.
   const LocalPrediction again = fast_list.evaluate(*fast, list, 2, s.positions.data(), s.cell, kMinDistance, nullptr, true);
   const LocalPrediction want = ref_list.evaluate(*ref, list, 0, s.positions.data(), s.cell, kMinDistance, nullptr, true);

@@ -230,10 +230,8 @@ void FastEngine::update_plan(int64_t atoms, int64_t edges, bool symmetric) {
 // A plan at paired costs assumed about one radial row per two edges. Where the graph has fewer
 // pairs (an edge set that is not a full neighbour list, vectors that are not exact negations), later
 // steps are planned per edge.
-void FastEngine::check_pairs(const std::vector<RadialPairs>& pairs, int64_t edges) {
-  int64_t rows = 0;
-  for (const RadialPairs& p : pairs) rows += p.rows;
-  if (pairs.empty() || 2 * rows <= edges + edges / 32) return;
+void FastEngine::check_pair_rows(int64_t rows, int64_t edges) {
+  if (2 * rows <= edges + edges / 32) return;
   unpaired_seen_ = true;
   if (options_.log)
     options_.log("memory plan: " + std::to_string(rows) + " radial rows for " + std::to_string(edges) +
@@ -430,7 +428,11 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
     for (const EdgeChunk& ch : topo.chunks) pair_chunks.push_back({ch.begin, ch.count, paired(ch.count)});
     std::vector<RadialPairs> pairs =
         pair_cache_.pairs(topo.sender, topo.receiver, v64, pair_chunks, p_.options.dtype().toScalarType(), topo.id);
-    if (plan_.paired) check_pairs(pairs, edges);
+    if (plan_.paired) {
+      int64_t rows = 0;
+      for (const RadialPairs& p : pairs) rows += p.rows;
+      check_pair_rows(rows, E);
+    }
     // (padded rows as in a graph step, so that padding tests cover them)
     if (options_.pad_to_bucket)
       for (RadialPairs& p : pairs)

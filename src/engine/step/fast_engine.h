@@ -150,7 +150,7 @@ class FastEngine {
   // symmetric: every edge's reverse is in the graph (no ghosts), so a whole-step chunk may be planned
   // at the paired costs (StageCosts)
   void update_plan(int64_t atoms, int64_t edges, bool symmetric);
-  void check_pairs(const std::vector<RadialPairs>& pairs, int64_t edges);
+  void check_pair_rows(int64_t rows, int64_t edges);
   // Whether the edges' atomic numbers are read (a distance transform, ZBL): else the topology
   // holds none.
   bool edge_elements() const { return p_.zbl || !p_.config.distance_transform.empty(); }

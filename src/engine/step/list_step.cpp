@@ -37,8 +37,7 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   const std::pair<int64_t, int64_t> previous{graph_ ? topology_.padded_edges : 0,
                                              graph_ && !graph_pairs_.empty() ? graph_pairs_.front().rows : 0};
   const int64_t edges = skin_bucket(count, previous.first), atoms = may_graph ? padded_count(ntotal, 256) : ntotal;
-  // (per edge: a skin list's pair rows come in padded buckets per block)
-  update_plan(atoms, edges, /*symmetric=*/false);
+  update_plan(atoms, edges, list.nlocal == ntotal && !unpaired_seen_);
   TopologyOptions o;
   o.edge_chunk = plan_.edge_chunk;
   o.atom_chunk = plan_.atom_chunk;
@@ -54,6 +53,7 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
       SkinList::build(list, positions, cell, r_max, o, pairs, p_.options.dtype().toScalarType(), p_.atomic_numbers,
                       previous));
   if (skin->blocks() == 0) return false;  // (a receiver row with more edges than the plan's chunk)
+  if (plan_.paired && pairs) check_pair_rows(skin->pair_rows, skin->edges_within);
   if (skin->blocks() > 1 && skin->blocks() != said_blocks_ && options_.log) {
     said_blocks_ = skin->blocks();
     options_.log("neighbour list: " + std::to_string(skin->blocks()) + " blocks of receiver rows, one edge chunk " +

@@ -119,6 +119,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   const at::Tensor len2 = (full * full).sum(1);
   const at::Tensor within = len2 < cutoff * cutoff;
   const int64_t count = within.sum().item<int64_t>();
+  s.edges_within = count;
   if (skin_bucket(count, previous.first) > options.edge_chunk || options.atom_chunk < list.nlocal) {
     s.build_blocks(full, within, options, pairs, dtype, g.species);
     if (!s.blocks_.empty()) s.slot_node_ = element_slots(atomic_numbers, g.species, s.topology.present_index);
@@ -147,6 +148,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
     // Rows: the pairs and single edges within the cutoff, one shared by the padding edges, and
     // headroom.
     const int64_t rows = s.within_rows(len2).sum().item<int64_t>();
+    s.pair_rows = rows;
     const int64_t bucket_rows = skin_bucket(rows + 1, previous.second);
     RadialPairs p;
     p.rows = bucket_rows;
@@ -235,6 +237,7 @@ void SkinList::build_blocks(const at::Tensor& full, const at::Tensor& within_mas
       // Rows: the pairs and single edges within the cutoff, one shared by the padding edges, and
       // headroom.
       const int64_t used = L == 0 ? 0 : within.narrow(0, x.list0, L).index_select(0, x.list_pairs.first).sum().item<int64_t>();
+      pair_rows += used;
       RadialPairs p;
       p.rows = block_bucket(used + 1);
       p.index = at::zeros({x.bucket}, i64);

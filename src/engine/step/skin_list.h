@@ -114,6 +114,9 @@ class SkinList {
   // pairs (per chunk a RadialPairs with a bucket of rows, or none).
   EdgeTopology topology;
   std::vector<RadialPairs> pairs;
+  // With pairs: the radial rows (pairs and single edges) within the cutoff at the build, and those
+  // edges (before the buckets' headroom).
+  int64_t pair_rows = 0, edges_within = 0;
 
  private:
   // A block of receiver rows [row0, row0 + nrows): listed edges [list0, list1) (receiver order),
