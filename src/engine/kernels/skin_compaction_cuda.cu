@@ -32,6 +32,18 @@ __device__ double squared(const double v[3]) { return v[0] * v[0] + v[1] * v[1] 
 // Padding edges before row r: floor(r D / N).
 __device__ int64_t padding_before(int64_t r, int64_t D, int64_t N) { return N > 0 ? r * D / N : 0; }
 
+// The scans are one exclusive scan over the masks side by side: the sender and row scans start from
+// the sums before them.
+template <typename T>
+__device__ int64_t sender_pos(const SkinCompaction<T>& c, int64_t i) {
+  return c.sender_scan[i] - c.sender_scan[0];
+}
+
+template <typename T>
+__device__ int64_t row_pos(const SkinCompaction<T>& c, int64_t u) {
+  return c.row_scan[u] - c.row_scan[0];
+}
+
 template <typename T>
 __device__ int64_t padding_total(const SkinCompaction<T>& c) {
   const int64_t count = c.edge_scan[c.F];
@@ -86,13 +98,13 @@ __global__ void scatter_kernel(SkinCompaction<T> c) {
   const int64_t r = c.receiver[e], s = c.sender[e];
   const int64_t pos = c.edge_scan[e] + padding_before(r, D, c.N);
   if (c.sender_scan) {
-    const int64_t spos = c.sender_scan[c.sender_rank[e]] + padding_before(s < c.N ? s : c.N, D, c.N);
+    const int64_t spos = sender_pos(c, c.sender_rank[e]) + padding_before(s < c.N ? s : c.N, D, c.N);
     if (spos < c.B)
       for (int k = 0; k < 2; ++k)
         if (c.sender_perm[k]) c.sender_perm[k][spos] = pos < c.B ? pos : c.B - 1;
   }
   if (c.pair_index) {
-    const int64_t u = c.pair_index[e], row = c.row_scan[u];
+    const int64_t u = c.pair_index[e], row = row_pos(c, u);
     if (c.pair_first[u] == e && row < c.bucket_rows) {
       c.pair_first_out[row] = pos < c.B ? pos : c.B - 1;
       const int64_t partner = c.pair_second[u];
@@ -132,7 +144,7 @@ __device__ int64_t receiver_row(const SkinCompaction<T>& c, int64_t a, int64_t D
 
 template <typename T>
 __device__ int64_t sender_row(const SkinCompaction<T>& c, int64_t a, int64_t D) {
-  const int64_t p = c.sender_scan[c.sender_row_ptr[a]] + padding_before(a < c.N ? a : c.N, D, c.N);
+  const int64_t p = sender_pos(c, c.sender_row_ptr[a]) + padding_before(a < c.N ? a : c.N, D, c.N);
   return p < c.B ? p : c.B;
 }
 
@@ -141,7 +153,7 @@ template <typename T>
 __global__ void rows_kernel(SkinCompaction<T> c) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t D = padding_total(c);
-  const int64_t used = c.pair_index ? c.row_scan[c.rows] : 0;
+  const int64_t used = c.pair_index ? row_pos(c, c.rows) : 0;
   if (t <= c.A) {
     const int64_t a = t, rp = receiver_row(c, a, D), rp_next = a < c.A ? receiver_row(c, a + 1, D) : c.B;
     if (a <= c.N) c.chunk_row_ptr[a] = rp;
@@ -203,13 +215,10 @@ __global__ void rows_kernel(SkinCompaction<T> c) {
     c.status[0] = overflow;
     c.status[1] = c.words[0] ? __longlong_as_double(static_cast<long long>(~c.words[0])) : 1e300;
     c.status[2] = static_cast<double>(c.words[1]);
+    c.words[0] = c.words[1] = 0;  // (for the next compaction: the mask kernel's atomics start from zero)
   }
 }
 
-void scan(int64_t* data, int64_t items, const void* temp, std::size_t bytes, cudaStream_t stream) {
-  std::size_t have = bytes;
-  check_cuda(cub::DeviceScan::ExclusiveSum(const_cast<void*>(temp), have, data, items, stream), "scan");
-}
 
 }  // namespace
 
@@ -222,12 +231,12 @@ std::size_t skin_compaction_scan_bytes(int64_t items) {
 template <typename T>
 void skin_compaction_cuda(const SkinCompaction<T>& c, void* stream_ptr) {
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
-  check_cuda(cudaMemsetAsync(c.words, 0, 2 * sizeof(unsigned long long), stream), "reset");
   mask_kernel<T><<<blocks_for(std::max(c.F + 1, c.ntotal)), kThreads, 0, stream>>>(c);
   check_cuda_launch("skin compaction", "mask");
-  scan(c.edge_scan, c.F + 1, c.scan_temp, c.scan_temp_bytes, stream);
-  if (c.sender_scan) scan(c.sender_scan, c.F + 1, c.scan_temp, c.scan_temp_bytes, stream);
-  if (c.pair_index) scan(c.row_scan, c.rows + 1, c.scan_temp, c.scan_temp_bytes, stream);
+  // One scan over the masks side by side (edge_scan, then sender_scan, then row_scan where present).
+  const int64_t items = (c.F + 1) + (c.sender_scan ? c.F + 1 : 0) + (c.pair_index ? c.rows + 1 : 0);
+  std::size_t have = c.scan_temp_bytes;
+  check_cuda(cub::DeviceScan::ExclusiveSum(c.scan_temp, have, c.edge_scan, items, stream), "scan");
   scatter_kernel<T><<<blocks_for(c.F), kThreads, 0, stream>>>(c);
   check_cuda_launch("skin compaction", "scatter");
   rows_kernel<T><<<blocks_for(std::max(c.A + 1, c.bucket_rows)), kThreads, 0, stream>>>(c);

@@ -1,16 +1,17 @@
 #pragma once
 // The skin list's per-step compaction (engine/step/skin_list.h) on CUDA: the same outputs as its
-// ATen formulation, integer for integer and bit for bit, in one reset, three kernels and three
-// in-place exclusive scans (CUB) instead of ~80 tensor operations.
+// ATen formulation, integer for integer and bit for bit, in three kernels and one in-place
+// exclusive scan (CUB) instead of ~80 tensor operations.
 //   1. per listed edge: its vector, whether its radial pair is within the cutoff (the mask, written
 //      in receiver order, in sender order and, by a pair's first edge, per pair row), the closest
 //      squared length (an atomic), and the non-finite position components;
-//   2. the three scans: each mask becomes the exclusive positions of its edges (rows);
+//   2. one scan over the three masks side by side: each becomes the exclusive positions of its
+//      edges (rows), offset by the sums of the masks before it;
 //   3. per listed edge within the cutoff: its slot in the bucket (its receiver-order position plus
 //      the padding of the rows before), and everything a step reads there (vector, atoms, elements,
 //      pair row, sender order); a pair's first edge writes its row;
 //   4. per atom: row pointers and counts in both orders, the padding edges at the end of its row,
-//      the pair rows past the used ones, and (one thread) the status.
+//      the pair rows past the used ones, and (one thread) the status, resetting the two words.
 // When the edges or rows outgrow the buckets, every index written stays in bounds (a step replayed
 // on them reads garbage, never out of bounds) and the status says so.
 // Torch-free: device pointers and a cudaStream_t.
@@ -41,8 +42,9 @@ struct SkinCompaction {
   const int64_t* pair_first = nullptr;   // [rows]
   const int64_t* pair_second = nullptr;  // [rows]
   const T* pair_share = nullptr;         // [F]
-  // Scratch: the scans (in place) [F + 1], [F + 1] (with a sender order), [rows + 1] (with pairs);
-  // CUB's temporary storage (skin_compaction_scan_bytes); two words reset per call.
+  // Scratch: the scans (in place) [F + 1], [F + 1] (with a sender order), [rows + 1] (with pairs),
+  // consecutive in that order from edge_scan (one scan runs over them all); CUB's temporary storage
+  // (skin_compaction_scan_bytes); two words, zero before a call and left zero by it.
   int64_t* edge_scan = nullptr;
   int64_t* sender_scan = nullptr;
   int64_t* row_scan = nullptr;

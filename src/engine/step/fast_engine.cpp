@@ -368,7 +368,8 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   // A captured step is replayed for every graph of the same bucket: padded sizes (<= 1/16 more).
   const bool may_pad = may_graph || options_.pad_to_bucket;
   const int64_t edges = may_pad ? padded_count(E, 1024) : E;
-  const int64_t atoms = may_pad ? padded_count(ntotal, 256) : ntotal;
+  // (atoms: only ghost rows change between graphs of one set of owned atoms)
+  const int64_t atoms = options_.pad_to_bucket || (may_graph && ntotal > nlocal) ? padded_count(ntotal, 256) : ntotal;
   update_plan(atoms, edges, nlocal == ntotal && !unpaired_seen_);
   const bool use_graph = may_graph && plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal;
   // (in a graph step the pairs cost one check per step: no launches to save there)

@@ -142,6 +142,7 @@ class FastEngine {
   bool spatial_said_ = false;  // the atom order's log line was printed
   int64_t said_blocks_ = 0;  // the block count of the last skin list logged (several blocks)
   int64_t refused_list_id_ = 0;  // the last list adopt_list() refused (its steps take the vectors path)
+  int bucket_headroom_ = 0;      // skin lists' bucket headroom (skin_bucket), raised by each overflow
   EvaluationCounters counters_;  // topology builds, graph captures and replays (pairs: pair_cache_)
 
   void build_radial_splines(const ModelFile& file);  // radial spline: one table per layer

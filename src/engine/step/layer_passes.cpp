@@ -215,8 +215,12 @@ void FastEngine::forward_layer(StepState& s, int t) {
   StepState::Layer& S = s.layers[t];
   if (t > 0) {
     if (s.beside && t == 1) side_.join();  // (before the exchange: a capture segment may end there)
-    S.h = at::zeros({topology_.padded_atoms, L.in.dim()}, p_.options);
-    S.h.narrow(0, 0, nlocal).copy_(s.h_local);
+    if (!halo_ && topology_.padded_atoms == nlocal) {
+      S.h = s.h_local;  // (no ghost or padding rows)
+    } else {
+      S.h = at::zeros({topology_.padded_atoms, L.in.dim()}, p_.options);
+      S.h.narrow(0, 0, nlocal).copy_(s.h_local);
+    }
     lap(timer_, "nodes_forward");
     if (halo_) (*s.cut)([this, h = S.h] { exchange(h, /*forward=*/true); });
     lap(timer_, "halo_exchange");
@@ -244,7 +248,7 @@ void FastEngine::forward_layer(StepState& s, int t) {
   const bool share_geometry = t > 0 && s.keep && prepared.empty() && p_.options.device().is_cpu() &&
                               s.layers[0].edges.size() == topology_.chunks.size();
   S.edges.clear();
-  s.h_local = at::empty({nlocal, L.out.dim()}, p_.options);
+  s.h_local = blocks.size() == 1 ? at::Tensor() : at::empty({nlocal, L.out.dim()}, p_.options);
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     const NodeBlock& B = blocks[b];
     auto [mlin, dens] = store ? std::make_pair(S.mlin.narrow(0, B.row0, B.nrows),
@@ -262,7 +266,10 @@ void FastEngine::forward_layer(StepState& s, int t) {
     NodeChunkState state;
     const NodeChunkInput in = node_input(s, t, b, mlin, dens);
     const NodeChunkOutput out = node_chunk_forward(p_, t, node_linears_[t], sc_[t], in, &state, timer_);
-    s.h_local.narrow(0, B.row0, B.nrows).copy_(out.h);
+    if (blocks.size() == 1)
+      s.h_local = out.h;  // (one block: its features as they come)
+    else
+      s.h_local.narrow(0, B.row0, B.nrows).copy_(out.h);
     s.energy.narrow(0, B.row0, B.nrows).add_(out.energy);
     if (s.keep) S.nodes.push_back(std::move(state));
     if (fused) {
@@ -279,20 +286,39 @@ void FastEngine::forward_layer(StepState& s, int t) {
 void FastEngine::backward_nodes(StepState& s, int t, at::Tensor* dh, at::Tensor* dhu) {
   const InteractionParams& L = p_.layers[t];
   StepState::Layer& S = s.layers[t];
-  S.dmlin = at::empty_like(S.mlin);
-  if (L.density_sums()) S.ddens = at::empty_like(S.dens);
+  // One block covering every row takes its gradients as they come (no copies); *dh may then be
+  // undefined on entry and is set here.
+  const bool whole = topology_.blocks.size() == 1;
+  if (!whole) {
+    S.dmlin = at::empty_like(S.mlin);
+    if (L.density_sums()) S.ddens = at::empty_like(S.dens);
+  }
   for (std::size_t b = 0; b < topology_.blocks.size(); ++b) {
     const NodeBlock& B = topology_.blocks[b];
     const NodeChunkInput in = node_input(s, t, b, S.mlin.narrow(0, B.row0, B.nrows),
                                          L.density_sums() ? S.dens.narrow(0, B.row0, B.nrows) : at::Tensor());
     NodeChunkState state = std::move(S.nodes[b]);
     const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state,
-                                                      s.gh.narrow(0, B.row0, B.nrows), p_.config.scale.front(), timer_);
-    S.dmlin.narrow(0, B.row0, B.nrows).copy_(gi.mlin);
-    if (L.density_sums()) S.ddens.narrow(0, B.row0, B.nrows).copy_(gi.density);
-    if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
+                                                      s.gh.narrow(0, B.row0, B.nrows), timer_);
+    if (whole) {
+      S.dmlin = gi.mlin;
+      if (L.density_sums()) S.ddens = gi.density;
+    } else {
+      S.dmlin.narrow(0, B.row0, B.nrows).copy_(gi.mlin);
+      if (L.density_sums()) S.ddens.narrow(0, B.row0, B.nrows).copy_(gi.density);
+    }
+    if (t > 0) {
+      const int64_t atoms = topology_.padded_atoms;
+      if (whole && gi.h_in.defined() && gi.h_in.size(0) == atoms) {
+        *dh = gi.h_in;
+      } else {
+        if (!dh->defined()) *dh = at::zeros({atoms, L.in.dim()}, p_.options);
+        if (gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
+      }
+    }
     if (t > 0 && gi.hu_in.defined()) dhu->narrow(0, B.row0, B.nrows).add_(gi.hu_in);
   }
+  if (t > 0 && !dh->defined()) *dh = at::zeros({topology_.padded_atoms, L.in.dim()}, p_.options);  // (no rows)
   S.nodes.clear();
   lap(timer_, "nodes_backward");
 }
@@ -345,7 +371,8 @@ void FastEngine::backward_layer(StepState& s, int t) {
     s.fused_dh = s.fused_dhu = at::Tensor();
     return;
   }
-  at::Tensor dh = t > 0 ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
+  // (kept states: backward_nodes makes dh, taking the node gradients as they are where it can)
+  at::Tensor dh = t > 0 && !s.keep ? at::zeros({atoms, L.in.dim()}, p_.options) : at::Tensor();
   // The zeros the conv TP backward sums dR into are cleared on the side stream meanwhile.
   const bool dR_ahead = s.beside && t > 0 && !message_layer(t).first;
   if (dR_ahead) {
@@ -420,7 +447,7 @@ void FastEngine::block_backward(StepState& s, int t, std::size_t b, const NodeCh
   const InteractionParams& L = p_.layers[t];
   const NodeBlock& B = topology_.blocks[b];
   const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, node_state,
-                                                    s.gh.narrow(0, B.row0, B.nrows), p_.config.scale.front(), timer_);
+                                                    s.gh.narrow(0, B.row0, B.nrows), timer_);
   if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
   if (t > 0 && gi.hu_in.defined()) dhu->narrow(0, B.row0, B.nrows).add_(gi.hu_in);
   lap(timer_, "nodes_backward");

@@ -8,6 +8,7 @@
 // host side of the device (one nonzero).
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -36,7 +37,9 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   const int64_t count = ((v * v).sum(1) < r_max * r_max).sum().item<int64_t>();
   const std::pair<int64_t, int64_t> previous{graph_ ? topology_.padded_edges : 0,
                                              graph_ && !graph_pairs_.empty() ? graph_pairs_.front().rows : 0};
-  const int64_t edges = skin_bucket(count, previous.first), atoms = may_graph ? padded_count(ntotal, 256) : ntotal;
+  // (atoms padded where ghost rows may change between lists of one set of owned atoms)
+  const int64_t edges = skin_bucket(count, previous.first, bucket_headroom_);
+  const int64_t atoms = may_graph && ntotal > list.nlocal ? padded_count(ntotal, 256) : ntotal;
   update_plan(atoms, edges, list.nlocal == ntotal && !unpaired_seen_);
   TopologyOptions o;
   o.edge_chunk = plan_.edge_chunk;
@@ -51,7 +54,7 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
                             (options_.radial_pairs == Choice::Auto && (!cuda || may_graph || count >= kMinPairedChunkEdges)));
   auto skin = std::make_unique<SkinList>(
       SkinList::build(list, positions, cell, r_max, o, pairs, p_.options.dtype().toScalarType(), p_.atomic_numbers,
-                      previous));
+                      previous, bucket_headroom_));
   if (skin->blocks() == 0) return false;  // (a receiver row with more edges than the plan's chunk)
   if (plan_.paired && pairs) check_pair_rows(skin->pair_rows, skin->edges_within);
   if (skin->blocks() > 1 && skin->blocks() != said_blocks_ && options_.log) {
@@ -149,6 +152,7 @@ EngineResult FastEngine::run_list(const ListTensors& list, int64_t list_id, cons
   if (status[2].item<double>() > 0) check_finite_positions(positions_);
   if (status[0].item<double>() > 0) {
     ++counters_.bucket_overflows;
+    bucket_headroom_ = std::min(bucket_headroom_ + 1, 3);
     if (!adopt_list(list, positions, cell, may_graph))
       return run_list(list, 0, positions, cell, min_distance, halo, want);
     positions_.copy_(positions);

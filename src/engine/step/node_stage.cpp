@@ -33,6 +33,10 @@ NodeLinears::NodeLinears(const MaceParams& m, int t) {
     readout.emplace_back(L.readout[0], scalars, mlp);
     readout.emplace_back(L.readout[1], mlp, one);
   }
+  // (the normalised SiLU's backward runs as silu_backward, its normalisation folded in here: it is
+  // linear in the incoming gradient)
+  const double weight = c.scale.front() * (readout.size() == 1 ? 1.0 : kSiluNormalization);
+  readout_gradient = readout.back().transpose(at::full({1, 1}, weight, L.readout[0].options()));
 }
 
 NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeLinears& lin, const ScOp& sc,
@@ -71,21 +75,17 @@ NodeChunkOutput node_chunk_forward(const MaceParams& m, int t, const NodeLinears
 
 NodeChunkGradients node_chunk_backward(const MaceParams& m, int t, const NodeLinears& lin, const ScOp& sc,
                                        const NodeChunkInput& in, NodeChunkState& s, const at::Tensor& grad_h,
-                                       double energy_weight, StageTimer* timer) {
+                                       StageTimer* timer) {
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
-  const int64_t n = in.species.size(0);
 
-  // readout: its gradient added to the 0e columns of dE/dh
-  at::Tensor gh = grad_h.clone();
+  // readout: its gradient added to the 0e columns of dE/dh (the caller's rows, in place)
+  const at::Tensor& gh = grad_h;
   const at::Tensor gh0 = gh.narrow(1, 0, c.channels());
   if (lin.readout.size() == 1) {
-    lin.readout[0].transpose_into(at::full({n, 1}, energy_weight, grad_h.options()), gh0, /*accumulate=*/true);
+    gh0.add_(lin.readout_gradient);
   } else {
-    // Through the normalised SiLU in one kernel (silu_backward), its normalisation folded into the
-    // energy weight the transposed linear reads.
-    const at::Tensor ga =
-        lin.readout[1].transpose(at::full({n, 1}, energy_weight * kSiluNormalization, grad_h.options()));
+    const at::Tensor ga = lin.readout_gradient.expand_as(s.readout_pre);
     lin.readout[0].transpose_into(at::silu_backward(ga, s.readout_pre), gh0, /*accumulate=*/true);
   }
 

@@ -28,6 +28,10 @@ struct NodeLinears {
   std::optional<NonLinear> nonlinear;
   IrrepsLinear product;             // product_linear
   std::vector<IrrepsLinear> readout;  // readout[0] (and readout[1] in the last layer's MLP)
+  // The energy's gradient entering the readout's backward pass, the same for every atom: the model's
+  // scale through readout[0]'s transpose, [1, channels] (added to dE/dh's 0e block); in the last
+  // layer through readout[1]'s transpose and the SiLU's normalisation, [1, dim(mlp)].
+  at::Tensor readout_gradient;
 };
 
 struct NodeChunkInput {
@@ -67,9 +71,9 @@ struct NodeChunkGradients {
   at::Tensor hu_in;    // [n, dim(edge)] (NonLinear blocks)
 };
 
-// grad_h: dE/dh [n, dim(out)] from the next layer; energy_weight: dE/d(readout) (the model's scale).
+// grad_h: dE/dh [n, dim(out)] from the next layer, to which the readout's gradient is added in place.
 NodeChunkGradients node_chunk_backward(const MaceParams& model, int layer, const NodeLinears& linears, const ScOp& sc,
                                        const NodeChunkInput& in, NodeChunkState& state, const at::Tensor& grad_h,
-                                       double energy_weight, StageTimer* timer = nullptr);
+                                       StageTimer* timer = nullptr);
 
 }  // namespace flashmace

@@ -1,5 +1,6 @@
 #include "engine/step/skin_list.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -31,19 +32,20 @@ at::Tensor element_slots(const at::Tensor& atomic_numbers, const at::Tensor& spe
       .index_select(0, species);
 }
 
-// Headroom over the edges within the cutoff at the list build: a list lives while no atom moved
-// more than half the skin, in which time the count changes by a few percent at most in dense
-// matter; beyond that the bucket is rebuilt.
 }  // namespace
 
-int64_t skin_bucket(int64_t count, int64_t previous) {
-  // Hysteresis: the last list's bucket while it holds this count with 1.6 % to 6 % to spare (a
-  // captured step of that size is then replayed for the new list); else ~3 % headroom in steps
-  // of ~0.2 %.
-  if (previous >= count + count / 64 + 64 && previous <= count + count / 16 + 1024) return previous;
+int64_t skin_bucket(int64_t count, int64_t previous, int headroom) {
+  // count / 128 at first: a list lives while no atom moved more than half the skin, in which time
+  // the count moves by a few tenths of a percent in dense matter, and padding edges cost as much as
+  // real ones; each bucket overflow doubles it, up to count / 16 (headroom 0..3). Hysteresis: the
+  // last list's bucket while it holds this count with half the headroom to spare and wastes at
+  // most four times it (a captured step of that size is then replayed for the new list); else the
+  // headroom in steps of ~0.2 %.
+  const int64_t h = count >> (7 - std::clamp(headroom, 0, 3));
+  if (previous >= count + h / 2 + 32 && previous <= count + 4 * h + 1024) return previous;
   int64_t granule = 256;
   while (granule * 512 < count) granule *= 2;
-  return (count + count / 32 + 64 + granule - 1) / granule * granule;
+  return (count + h + 64 + granule - 1) / granule * granule;
 }
 
 void check_finite_positions(const at::Tensor& positions) {
@@ -89,7 +91,7 @@ EdgesWithin edges_within(const ListTensors& list, const at::Tensor& positions, c
 
 SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
                          TopologyOptions options, bool pairs, at::ScalarType dtype, const at::Tensor& atomic_numbers,
-                         const std::pair<int64_t, int64_t>& previous) {
+                         const std::pair<int64_t, int64_t>& previous, int headroom) {
   const GraphTensors& g = list.graph;
   if (list.nlocal < 1) throw Error("skin list: needs at least one owned atom");
   SkinList s;
@@ -120,7 +122,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   const at::Tensor within = len2 < cutoff * cutoff;
   const int64_t count = within.sum().item<int64_t>();
   s.edges_within = count;
-  if (skin_bucket(count, previous.first) > options.edge_chunk || options.atom_chunk < list.nlocal) {
+  if (skin_bucket(count, previous.first, headroom) > options.edge_chunk || options.atom_chunk < list.nlocal) {
     s.build_blocks(full, within, options, pairs, dtype, g.species);
     if (!s.blocks_.empty()) s.slot_node_ = element_slots(atomic_numbers, g.species, s.topology.present_index);
     return s;
@@ -134,7 +136,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
   }
   // The compacted topology's shape: a bucket with headroom over the edges within the cutoff now
   // (its tensors are written by every compact()).
-  options.padded_edges = skin_bucket(count, previous.first);
+  options.padded_edges = skin_bucket(count, previous.first, headroom);
   options.padded_atoms = options.padded_atoms > 0 ? std::max(options.padded_atoms, ntotal) : ntotal;
   options.edge_chunk = std::max(options.edge_chunk, options.padded_edges);
   s.topology = EdgeTopology::bucket(g.species, list.nlocal, count, options);
@@ -149,7 +151,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
     // headroom.
     const int64_t rows = s.within_rows(len2).sum().item<int64_t>();
     s.pair_rows = rows;
-    const int64_t bucket_rows = skin_bucket(rows + 1, previous.second);
+    const int64_t bucket_rows = skin_bucket(rows + 1, previous.second, headroom);
     RadialPairs p;
     p.rows = bucket_rows;
     p.index = at::zeros({t.padded_edges}, g.sender.options());
@@ -165,7 +167,7 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
     s.f_sender_rank_ = at::empty_like(s.f_sender_order_).index_put_({s.f_sender_order_}, at::arange(F, s.f_send_.options()));
     s.scans_ = at::empty({2 * (F + 1) + rows + 1}, s.f_send_.options());
     const c10::cuda::CUDAGuard guard(full.device());
-    s.scan_temp_ = at::empty({static_cast<int64_t>(skin_compaction_scan_bytes(std::max(F, rows) + 1))},
+    s.scan_temp_ = at::empty({static_cast<int64_t>(skin_compaction_scan_bytes(2 * (F + 1) + rows + 1))},
                              full.options().dtype(at::kByte));
     s.words_ = at::zeros({2}, s.f_send_.options());
   }
@@ -574,7 +576,7 @@ void SkinList::compact_cuda(const at::Tensor& positions, EdgeTopology* topo, Rad
       c.pair_first = ptr(f_first_);
       c.pair_second = ptr(f_second_);
       c.pair_share = f_share_.data_ptr<scalar_t>();
-      c.row_scan = ptr(scans_) + 2 * (F + 1);
+      c.row_scan = ptr(scans_) + (F + 1) + (c.sender_scan ? F + 1 : 0);  // (the masks side by side)
       c.pair_index_out = ptr(pairs->index);
       c.pair_first_out = ptr(pairs->first);
       c.pair_second_out = ptr(pairs->second);

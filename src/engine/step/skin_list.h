@@ -65,9 +65,10 @@ EdgesWithin edges_within(const ListTensors& list, const at::Tensor& positions, c
 at::Tensor list_vectors(const at::Tensor& positions, const at::Tensor& cell, const at::Tensor& sender,
                         const at::Tensor& receiver, const at::Tensor& image);
 
-// The bucket for `count` edges (or pair rows) within the cutoff at a list build, with headroom;
-// `previous` (the last list's, 0: none) when it still fits well.
-int64_t skin_bucket(int64_t count, int64_t previous = 0);
+// The bucket for `count` edges (or pair rows) within the cutoff at a list build, with headroom
+// (0..3: count / 128 doubled that many times; raised after overflows); `previous` (the last list's,
+// 0: none) when it still fits well.
+int64_t skin_bucket(int64_t count, int64_t previous = 0, int headroom = 0);
 
 class SkinList {
  public:
@@ -75,11 +76,11 @@ class SkinList {
   // and `cell` (with headroom). options: the compacted topology's (its edge_chunk and atom_chunk
   // decide the blocks; padded_edges, padded_atoms and row_aligned are set here); pairs: whether the
   // compacted step shares radial rows; previous: the last list's edge and row buckets (kept when
-  // they still fit, skin_bucket). blocks() == 0: one receiver row has more edges than a chunk holds
-  // (the caller takes another path).
+  // they still fit) and headroom: the buckets' (skin_bucket). blocks() == 0: one receiver row has
+  // more edges than a chunk holds (the caller takes another path).
   static SkinList build(const ListTensors& list, const at::Tensor& positions, const at::Tensor& cell, double cutoff,
                         TopologyOptions options, bool pairs, at::ScalarType dtype, const at::Tensor& atomic_numbers,
-                        const std::pair<int64_t, int64_t>& previous = {0, 0});
+                        const std::pair<int64_t, int64_t>& previous = {0, 0}, int headroom = 0);
 
   // The lattice offsets times a new cell [3, 3] (in place: a captured compaction reads them).
   void set_cell(const at::Tensor& cell);
