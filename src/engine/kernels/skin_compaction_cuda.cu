@@ -219,7 +219,6 @@ __global__ void rows_kernel(SkinCompaction<T> c) {
   }
 }
 
-
 }  // namespace
 
 std::size_t skin_compaction_scan_bytes(int64_t items) {

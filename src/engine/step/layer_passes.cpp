@@ -298,8 +298,8 @@ void FastEngine::backward_nodes(StepState& s, int t, at::Tensor* dh, at::Tensor*
     const NodeChunkInput in = node_input(s, t, b, S.mlin.narrow(0, B.row0, B.nrows),
                                          L.density_sums() ? S.dens.narrow(0, B.row0, B.nrows) : at::Tensor());
     NodeChunkState state = std::move(S.nodes[b]);
-    const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state,
-                                                      s.gh.narrow(0, B.row0, B.nrows), timer_);
+    const NodeChunkGradients gi =
+        node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, state, s.gh.narrow(0, B.row0, B.nrows), timer_);
     if (whole) {
       S.dmlin = gi.mlin;
       if (L.density_sums()) S.ddens = gi.density;
@@ -446,8 +446,8 @@ void FastEngine::block_backward(StepState& s, int t, std::size_t b, const NodeCh
                                 at::Tensor* dhu) {
   const InteractionParams& L = p_.layers[t];
   const NodeBlock& B = topology_.blocks[b];
-  const NodeChunkGradients gi = node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, node_state,
-                                                    s.gh.narrow(0, B.row0, B.nrows), timer_);
+  const NodeChunkGradients gi =
+      node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, node_state, s.gh.narrow(0, B.row0, B.nrows), timer_);
   if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
   if (t > 0 && gi.hu_in.defined()) dhu->narrow(0, B.row0, B.nrows).add_(gi.hu_in);
   lap(timer_, "nodes_backward");

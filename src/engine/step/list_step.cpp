@@ -52,9 +52,9 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   const bool pairs =
       some_layer_pairs_ && (options_.radial_pairs == Choice::On ||
                             (options_.radial_pairs == Choice::Auto && (!cuda || may_graph || count >= kMinPairedChunkEdges)));
-  auto skin = std::make_unique<SkinList>(
-      SkinList::build(list, positions, cell, r_max, o, pairs, p_.options.dtype().toScalarType(), p_.atomic_numbers,
-                      previous, bucket_headroom_));
+  auto skin = std::make_unique<SkinList>(SkinList::build(list, positions, cell, r_max, o, pairs,
+                                                         p_.options.dtype().toScalarType(), p_.atomic_numbers, previous,
+                                                         bucket_headroom_));
   if (skin->blocks() == 0) return false;  // (a receiver row with more edges than the plan's chunk)
   if (plan_.paired && pairs) check_pair_rows(skin->pair_rows, skin->edges_within);
   if (skin->blocks() > 1 && skin->blocks() != said_blocks_ && options_.log) {
