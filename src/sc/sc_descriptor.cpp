@@ -185,8 +185,8 @@ ScInputColumns sc_input_columns(const ScDescriptor& d) {
   int first = 0;
   for (const int dim : d.input_dims) {
     for (int m = 0; m < dim; ++m) {
-      c.base.push_back(d.channels * first + m);
-      c.stride.push_back(dim);
+      c.base.push_back(d.input_ir_mul ? d.channels * (first + m) : d.channels * first + m);
+      c.stride.push_back(d.input_ir_mul ? 1 : dim);
     }
     first += dim;
   }

@@ -63,6 +63,9 @@ struct ScDescriptor {
   bool shared_weights = false;  // one weight set for every element (use_agnostic_product): read as element 0
   int correlation = 0;     // nu_max
   int out_dim = 0;         // columns of B: sum over blocks of C * (2l+1)
+  // A's row holds each block component-major instead (ir_mul: component m of channel c at
+  // C * (the block's first component + m) + c); B stays mul_ir. Set before building executors.
+  bool input_ir_mul = false;
   std::vector<ScMonomial> monomials;
   std::vector<ScBlock> blocks;
 
@@ -77,8 +80,9 @@ struct ScDescriptorOptions {
   bool reduce_paths = true;
 };
 
-// Where A's component k of channel c sits in an atom's row of C K values (mul_ir):
-// column base[k] + stride[k] * c, base[k] = C * (first component of k's block) + m, stride[k] = 2l+1.
+// Where A's component k of channel c sits in an atom's row of C K values: column base[k] + stride[k] * c,
+// in mul_ir base[k] = C * (first component of k's block) + m, stride[k] = 2l+1; in ir_mul
+// (ScDescriptor::input_ir_mul) base[k] = C * (first component of k's block + m), stride[k] = 1.
 struct ScInputColumns {
   std::vector<int32_t> base, stride;  // [K]
 };

@@ -1,8 +1,9 @@
 // The fast engine's linears (engine/ops/irreps_linear.h, engine/ops/species_linear.h) against the
 // reference path's e3nn_linear / element_linear and their autograd transposes, float64: adjacent and
 // separated blocks of one irrep (stacked weights), outputs no input reaches, inputs no output reads,
-// writing into and adding to column ranges of wider tensors, one and several elements. The same on
-// CUDA against the CPU: gpu/test_gpu_irreps_linear.cpp.
+// writing into and adding to column ranges of wider tensors, one and several elements; inputs and
+// outputs in either column layout (mul_ir, ir_mul). The same on CUDA against the CPU:
+// gpu/test_gpu_irreps_linear.cpp.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -54,6 +55,54 @@ TEST_P(IrrepsLinearCase, EqualsE3nnLinearAndItsTranspose) {
   EXPECT_LT(max_abs(wide_in.narrow(1, 3, in.dim()), gx), 1e-13);
 }
 
+// x [n, dim(irreps)] in mul_ir -> the same values in `layout` (irreps_linear.h).
+at::Tensor in_layout(const at::Tensor& x, const Irreps& irreps, IrrepsLayout layout) {
+  if (layout == IrrepsLayout::MulIr) return x;
+  std::vector<at::Tensor> blocks;
+  int64_t offset = 0;
+  for (std::size_t i = 0; i < irreps.size(); ++i) {
+    const int64_t mul = irreps[i].mul, d = irreps[i].ir.dim();
+    blocks.push_back(
+        x.narrow(1, offset, mul * d).reshape({x.size(0), mul, d}).transpose(1, 2).reshape({x.size(0), mul * d}));
+    offset += mul * d;
+  }
+  return at::cat(blocks, 1);
+}
+
+TEST_P(IrrepsLinearCase, ReadsAndWritesEitherLayout) {
+  const Irreps in = Irreps::parse(GetParam().in), out = Irreps::parse(GetParam().out);
+  at::manual_seed(8);
+  const at::Tensor w = at::randn({weight_count(in, out)}, kF64);
+  const at::Tensor x = at::randn({11, in.dim()}, kF64), g = at::randn({11, out.dim()}, kF64);
+  const at::Tensor y = e3nn_linear(x, w, in, out);
+  const at::Tensor gx = autograd_transpose([&](const at::Tensor& t) { return e3nn_linear(t, w, in, out); }, x, g);
+  for (const IrrepsLayout a : {IrrepsLayout::MulIr, IrrepsLayout::IrMul})
+    for (const IrrepsLayout b : {IrrepsLayout::MulIr, IrrepsLayout::IrMul}) {
+      IrrepsLinear f(w, in, out);
+      bool merged = false;  // adjacent input blocks of one irrep with l > 0 (joined in mul_ir only)
+      for (std::size_t i = 1; i < in.size(); ++i) merged = merged || (in[i].ir == in[i - 1].ir && in[i].ir.l > 0);
+      if (a == IrrepsLayout::IrMul && merged) {
+        EXPECT_THROW(f.set_layouts(a, b), Error);
+        continue;
+      }
+      f.set_layouts(a, b);
+      const std::string which = std::string(a == IrrepsLayout::IrMul ? "ir_mul" : "mul_ir") + " -> " +
+                                (b == IrrepsLayout::IrMul ? "ir_mul" : "mul_ir");
+      const at::Tensor xa = in_layout(x, in, a), yb = in_layout(y, out, b), gb = in_layout(g, out, b),
+                       gxa = in_layout(gx, in, a);
+      EXPECT_LT(max_abs(f.forward(xa), yb), 1e-13) << which;
+      EXPECT_LT(max_abs(f.transpose(gb), gxa), 1e-13) << which;
+      // into and onto column ranges of wider tensors
+      at::Tensor wide = at::full({11, out.dim() + 5}, 3.0, kF64);
+      f.forward_into(xa, wide.narrow(1, 2, out.dim()), /*accumulate=*/true);
+      EXPECT_LT(max_abs(wide.narrow(1, 2, out.dim()), yb + 3.0), 1e-13) << which;
+      at::Tensor wide_in = at::ones({11, in.dim() + 3}, kF64);
+      f.transpose_into(gb, wide_in.narrow(1, 3, in.dim()), /*accumulate=*/true);
+      EXPECT_LT(max_abs(wide_in.narrow(1, 3, in.dim()), gxa + 1.0), 1e-13) << which;
+      EXPECT_EQ(max_abs(wide_in.narrow(1, 0, 3), at::ones({11, 3}, kF64)), 0.0) << which;  // untouched
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Irreps, IrrepsLinearCase,
     ::testing::Values(Case{"4x0e+3x1o", "4x0e+3x1o"},                        // MACE's linear_up shape
@@ -91,6 +140,15 @@ TEST_P(SpeciesLinearCase, EqualsElementLinearAndItsTranspose) {
   const at::Tensor gx =
       autograd_transpose([&](const at::Tensor& t) { return element_linear(t, species, w, in, Z, out); }, x, g);
   EXPECT_LT(max_abs(f.transpose(g, groups), gx), 1e-13);
+
+  // The same in ir_mul on both sides (the skip connection of the fast engine's node stage).
+  SpeciesLinear h(w, in, Z, out);
+  h.set_layouts(IrrepsLayout::IrMul, IrrepsLayout::IrMul);
+  EXPECT_LT(max_abs(h.forward(in_layout(x, in, IrrepsLayout::IrMul), groups), in_layout(y, out, IrrepsLayout::IrMul)),
+            1e-13);
+  EXPECT_LT(
+      max_abs(h.transpose(in_layout(g, out, IrrepsLayout::IrMul), groups), in_layout(gx, in, IrrepsLayout::IrMul)),
+      1e-13);
 }
 
 INSTANTIATE_TEST_SUITE_P(Elements, SpeciesLinearCase, ::testing::Values(false, true),

@@ -32,7 +32,8 @@ at::Tensor executor_layout(const ScDescriptor& d, const at::Tensor& A) {
   std::vector<at::Tensor> blocks;
   int64_t first = 0;
   for (const int dim : d.input_dims) {
-    blocks.push_back(A.narrow(2, first, dim).reshape({A.size(0), A.size(1) * dim}));
+    const at::Tensor block = A.narrow(2, first, dim);  // [n, C, dim]
+    blocks.push_back((d.input_ir_mul ? block.transpose(1, 2) : block).reshape({A.size(0), A.size(1) * dim}));
     first += dim;
   }
   return at::cat(blocks, 1);
@@ -42,7 +43,9 @@ at::Tensor reference_layout(const ScDescriptor& d, const at::Tensor& a) {
   std::vector<at::Tensor> blocks;
   int64_t first = 0;
   for (const int dim : d.input_dims) {
-    blocks.push_back(a.narrow(1, d.channels * first, d.channels * dim).view({a.size(0), d.channels, dim}));
+    const at::Tensor block = a.narrow(1, d.channels * first, d.channels * dim);
+    blocks.push_back(d.input_ir_mul ? block.reshape({a.size(0), dim, d.channels}).transpose(1, 2)
+                                    : block.view({a.size(0), d.channels, dim}));
     first += dim;
   }
   return at::cat(blocks, 2);

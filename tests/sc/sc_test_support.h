@@ -36,8 +36,8 @@ struct ScInputs {
 };
 ScInputs random_sc_inputs(const ModelFile& file, int layer, int64_t n, uint64_t seed);
 
-// A [n, C, K] (the reference's layout) as the executors read it, [n, C K] in mul_ir
-// (sc_input_columns), and an executor's dA back to [n, C, K].
+// A [n, C, K] (the reference's layout) as the executors read it, [n, C K] in mul_ir or, with
+// d.input_ir_mul, ir_mul (sc_input_columns), and an executor's dA back to [n, C, K].
 at::Tensor executor_layout(const ScDescriptor& d, const at::Tensor& A);
 at::Tensor reference_layout(const ScDescriptor& d, const at::Tensor& a);
 

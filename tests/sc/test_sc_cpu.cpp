@@ -101,6 +101,25 @@ TEST_P(ScCpu, BackwardEqualsReferenceAutogradFloat64) {
   }
 }
 
+// A read from (and dA written to) ir_mul rows, as the fast engine holds them: the same numbers.
+TEST_P(ScCpu, IrMulInputEqualsReferenceFloat64) {
+  const ModelFile file = ModelFile::load(GetParam().path);
+  for (int t = 0; t < file.config().num_interactions; ++t) {
+    ScDescriptor d = build_sc_descriptor(file, t);
+    d.input_ir_mul = true;
+    const testing::ScInputs in = testing::random_sc_inputs(file, t, kAtoms, 300 + t);
+    EXPECT_TRUE(testing::all_close(executor_forward<double>(d, in.A, in.species),
+                                   testing::reference_sc(file, t, in.A, in.species), testing::kRelTolF64))
+        << "layer " << t;
+    const at::Tensor A = in.A.clone().requires_grad_(true);
+    const at::Tensor B = testing::reference_sc(file, t, A, in.species);
+    const at::Tensor dB = at::randn_like(B.detach());
+    B.backward(dB);
+    EXPECT_TRUE(testing::all_close(executor_backward<double>(d, in.A, in.species, dB), A.grad(), testing::kRelTolF64))
+        << "layer " << t;
+  }
+}
+
 TEST_P(ScCpu, Float32EqualsReferenceFloat64) {
   const ModelFile file = ModelFile::load(GetParam().path);
   for (int t = 0; t < file.config().num_interactions; ++t) {

@@ -120,6 +120,7 @@ bool FirstLayerOp::fold_projection(const IrrepsLinear& project) {
   }
   folded_ = std::move(folded);
   folded_projection_ = true;
+  out_ir_mul_ = project.out_layout() == IrrepsLayout::IrMul;
   return true;
 }
 
@@ -153,6 +154,16 @@ void FirstLayerOp::project_into(const at::Tensor& S, const at::Tensor& x, const 
   for (std::size_t i = 0; i < folded_.size(); ++i) {
     const FoldedPath& f = folded_[i];
     const ConvTPPathDescriptor& p = d_.paths[static_cast<std::size_t>(f.path)];
+    if (out_ir_mul_) {  // [d2, n, Z H] x [Z H, out mul] straight into the block's components [m][row, v]
+      at::Tensor target = y.narrow(1, f.out_offset, f.out_mul * p.d3).view({n, p.d3, f.out_mul}).transpose(0, 1);
+      const at::Tensor a = Sc.narrow(0, p.y_offset, p.d2).view({p.d2, n, zh});
+      const at::Tensor b = B[i].unsqueeze(0).expand({p.d2, zh, f.out_mul});
+      if (accumulate || !f.first_writer)
+        target.baddbmm_(a, b);
+      else
+        at::bmm_out(target, a, b);
+      continue;
+    }
     // [d2 n, Z H] x [Z H, out mul] -> r[m, row, v]; y[row, v, m] = r[m, row, v]
     const at::Tensor r = at::mm(Sc.narrow(0, p.y_offset, p.d2).view({p.d2 * n, zh}), B[i]);
     const at::Tensor target = y.narrow(1, f.out_offset, f.out_mul * p.d3).view({n, f.out_mul, p.d3});
@@ -175,6 +186,17 @@ at::Tensor FirstLayerOp::project_backward(const at::Tensor& dy, const at::Tensor
   for (std::size_t i = 0; i < folded_.size(); ++i) {
     const FoldedPath& f = folded_[i];
     const ConvTPPathDescriptor& p = d_.paths[static_cast<std::size_t>(f.path)];
+    if (out_ir_mul_) {  // dy's block components [m][row, v] times B_p^T -> dS[y_p + m, row, z, k]
+      const at::Tensor g = dy.narrow(1, f.out_offset, f.out_mul * p.d3).view({n, p.d3, f.out_mul}).transpose(0, 1);
+      const at::Tensor bt = B[i].t().unsqueeze(0).expand({p.d3, f.out_mul, Z * H});
+      at::Tensor target = dS.narrow(0, p.y_offset, p.d2).view({p.d2, n, Z * H});
+      if (written[static_cast<std::size_t>(p.y_offset)])
+        target.baddbmm_(g, bt);
+      else
+        at::bmm_out(target, g, bt);
+      for (int j = p.y_offset; j < p.y_offset + p.d2; ++j) written[static_cast<std::size_t>(j)] = true;
+      continue;
+    }
     // g[m, row, v] = dy[row, v, m], times B_p^T -> dS[y_p + m, row, z, k]
     const at::Tensor g =
         dy.narrow(1, f.out_offset, f.out_mul * p.d3).view({n, f.out_mul, p.d3}).permute({2, 0, 1}).contiguous();

@@ -77,6 +77,7 @@ class FirstLayerOp {
   std::vector<double> uniform_coupling_;  // per path: c_p if equal for all m (to 1e-14), else NaN
 
   bool folded_projection_ = false;
+  bool out_ir_mul_ = false;  // the projection writes its target in ir_mul (irreps_linear.h)
   std::vector<FoldedPath> folded_;
   at::Tensor folded_stack_;               // [paths, mul, out mul] where every path folds alike (one bmm), else undefined
   bool folded_cover_every_column_ = false;  // whether the folded paths write every projected column

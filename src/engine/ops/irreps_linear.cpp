@@ -27,6 +27,45 @@ void place(const at::Tensor& y, int64_t offset, int64_t mul, int64_t d, const at
     target3.copy_(source3);
 }
 
+// Columns [offset, offset + mul * d) of t [n, *] as its d components [d, n, mul]: a strided view in
+// ir_mul; a copy in mul_ir (d > 1).
+at::Tensor components_of(const at::Tensor& t, int64_t offset, int64_t mul, int64_t d, IrrepsLayout layout) {
+  const int64_t n = t.size(0);
+  const at::Tensor cols = t.narrow(1, offset, mul * d);
+  if (layout == IrrepsLayout::IrMul) return cols.view({n, d, mul}).transpose(0, 1);
+  return cols.view({n, mul, d}).permute({2, 0, 1}).contiguous();
+}
+
+// Columns [offset, offset + mul * d) of y in ir_mul as the view [d, n, mul] that a batched GEMM
+// writes the block's components into.
+at::Tensor components_target(const at::Tensor& y, int64_t offset, int64_t mul, int64_t d) {
+  return y.narrow(1, offset, mul * d).view({y.size(0), d, mul}).transpose(0, 1);
+}
+
+// r [d, n, mul] (components) into mul_ir columns [offset, offset + mul * d) of y, written or added:
+// one transposing copy.
+void place_components(const at::Tensor& y, int64_t offset, int64_t mul, int64_t d, const at::Tensor& r,
+                      bool accumulate) {
+  const at::Tensor target3 = y.narrow(1, offset, mul * d).view({y.size(0), mul, d});
+  const at::Tensor source3 = r.permute({1, 2, 0});
+  if (accumulate)
+    target3.add_(source3);
+  else
+    target3.copy_(source3);
+}
+
+// a [d, n, k] times w [k, m] (the same for every component) into out [d, n, m] (any strides with a
+// unit last one), written or added.
+void components_product_into(const at::Tensor& a, const at::Tensor& w, const at::Tensor& out, bool accumulate) {
+  const at::Tensor w3 = w.unsqueeze(0).expand({a.size(0), w.size(0), w.size(1)});
+  if (accumulate) {
+    out.baddbmm_(a, w3);
+  } else {
+    at::Tensor o = out;
+    at::bmm_out(o, a, w3);
+  }
+}
+
 // t [rows, k] as B equal batches of rows [B, rows / B, k]
 at::Tensor batch_view(const at::Tensor& t, int64_t B) { return t.view({B, t.size(0) / B, t.size(1)}); }
 
@@ -57,6 +96,70 @@ void product_into(const at::Tensor& a, const at::Tensor& w, bool transposed, con
 }
 
 }  // namespace
+
+IrrepsLinear& IrrepsLinear::set_layouts(IrrepsLayout in, IrrepsLayout out) {
+  if (in == IrrepsLayout::IrMul && merged_blocks_)
+    throw Error(
+        "irreps linear: an ir_mul input with adjacent blocks of one irrep (l > 0), which that layout keeps apart");
+  in_layout_ = in;
+  out_layout_ = out;
+  return *this;
+}
+
+void IrrepsLinear::components_forward(const Term& t, const at::Tensor& x, const at::Tensor& y, bool accumulate) const {
+  const bool direct = out_layout_ == IrrepsLayout::IrMul;
+  const at::Tensor target = direct ? components_target(y, t.out.offset, t.out.mul, t.d) : at::Tensor();
+  at::Tensor r;
+  for (std::size_t k = 0; k < t.in.size(); ++k) {
+    const at::Tensor xk = components_of(x, t.in[k].offset, t.in[k].mul, t.d, in_layout_);
+    if (t.w[k].dim() == 3) {  // stacked: x's rows in equal batches, batch b through w[k][b], per component
+      const int64_t B = t.w[k].size(0);
+      if (!r.defined()) r = direct ? target : at::empty({t.d, x.size(0), t.out.mul}, x.options());
+      for (int64_t m = 0; m < t.d; ++m) {
+        at::Tensor out3 = batch_view(r[m], B);
+        if ((accumulate && direct) || k > 0)
+          out3.baddbmm_(batch_view(xk[m], B), t.w[k]);
+        else
+          at::bmm_out(out3, batch_view(xk[m], B), t.w[k]);
+      }
+      continue;
+    }
+    if (direct) {
+      components_product_into(xk, t.w[k], target, accumulate || k > 0);
+    } else if (k == 0) {
+      r = at::empty({t.d, x.size(0), t.out.mul}, x.options());
+      components_product_into(xk, t.w[k], r, false);
+    } else {
+      components_product_into(xk, t.w[k], r, true);
+    }
+  }
+  if (!direct) place_components(y, t.out.offset, t.out.mul, t.d, r, accumulate);
+}
+
+void IrrepsLinear::components_transpose(const Term& t, const at::Tensor& g, const at::Tensor& y,
+                                        bool accumulate) const {
+  const at::Tensor gt = components_of(g, t.out.offset, t.out.mul, t.d, out_layout_);
+  for (std::size_t k = 0; k < t.in.size(); ++k) {
+    const Span& s = t.in[k];
+    const bool direct = in_layout_ == IrrepsLayout::IrMul;
+    const at::Tensor r =
+        direct ? components_target(y, s.offset, s.mul, t.d) : at::empty({t.d, g.size(0), s.mul}, g.options());
+    const bool add = direct && accumulate;
+    if (t.w[k].dim() == 3) {
+      const int64_t B = t.w[k].size(0);
+      for (int64_t m = 0; m < t.d; ++m) {
+        at::Tensor out3 = batch_view(r[m], B);
+        if (add)
+          out3.baddbmm_(batch_view(gt[m], B), t.w[k].transpose(1, 2));
+        else
+          at::bmm_out(out3, batch_view(gt[m], B), t.w[k].transpose(1, 2));
+      }
+    } else {
+      components_product_into(gt, t.w[k].t(), r, add);
+    }
+    if (!direct) place_components(y, s.offset, s.mul, t.d, r, accumulate);
+  }
+}
 
 IrrepsLinear IrrepsLinear::stack(const std::vector<IrrepsLinear>& parts) {
   if (parts.empty()) throw Error("irreps linear: nothing to stack");
@@ -131,6 +234,7 @@ IrrepsLinear::IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irr
     for (std::size_t i = 0; i < in.size(); ++i) {
       if (woff[i][o] < 0) continue;
       const bool extends = !term.in.empty() && term.in.back().offset + term.in.back().mul * term.d == in_offset[i];
+      merged_blocks_ = merged_blocks_ || (extends && term.d > 1);
       if (!extends) {
         if (!pieces.empty()) term.w.push_back(at::cat(pieces, 0) * scale);
         pieces.clear();
@@ -167,6 +271,10 @@ void IrrepsLinear::forward_into(const at::Tensor& x, const at::Tensor& y, bool a
         product_into(rows_of(x, t.in[k].offset, t.in[k].mul, 1), t.w[k], false, target, accumulate || k > 0);
       continue;
     }
+    if (!mul_ir_only()) {
+      components_forward(t, x, y, accumulate);
+      continue;
+    }
     const at::Tensor r = product(rows_of(x, t.in[0].offset, t.in[0].mul, t.d), t.w[0], false);
     for (std::size_t k = 1; k < t.in.size(); ++k)
       product_into(rows_of(x, t.in[k].offset, t.in[k].mul, t.d), t.w[k], false, r, true);
@@ -185,6 +293,10 @@ void IrrepsLinear::transpose_into(const at::Tensor& g, const at::Tensor& y, bool
   }
   for (const Term& t : terms_) {
     if (t.in.empty()) continue;
+    if (t.d > 1 && !mul_ir_only()) {
+      components_transpose(t, g, y, accumulate);
+      continue;
+    }
     const at::Tensor rows = rows_of(g, t.out.offset, t.out.mul, t.d);
     for (std::size_t k = 0; k < t.in.size(); ++k) {
       const Span& s = t.in[k];

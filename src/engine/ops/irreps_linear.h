@@ -7,6 +7,11 @@
 // (no copies); the others are transposed to rows of [n * (2l + 1), mul] once each way. Results can
 // be written or added into a caller's tensor (a column range of it, or rows of a chunk). The
 // reference path keeps model/e3nn_ops.h. Internal to the fast engine (ATen).
+//
+// Each side of a linear (its input and its output irreps) has a column layout (IrrepsLayout): e3nn's
+// mul_ir, or ir_mul, in which a block's 2l + 1 components each hold their mul channels side by side.
+// A block read or written in ir_mul is d strided [n, mul] matrices, one batched GEMM over its
+// components with no transposing copy; mul_ir blocks of l > 0 still take one copy each.
 #include <ATen/ATen.h>
 
 #include <vector>
@@ -15,12 +20,23 @@
 
 namespace flashmace {
 
+// Where a block of mul copies of an irrep of dimension d = 2l + 1 keeps component m of channel u,
+// among its mul * d columns: u d + m (mul_ir, e3nn's) or m mul + u (ir_mul). Scalar blocks are the
+// same in both.
+enum class IrrepsLayout { MulIr, IrMul };
+
 class IrrepsLinear {
  public:
   IrrepsLinear() = default;
   // weight: e3nn's flat weight vector (model/e3nn_ops.h order) in the model's dtype and device;
   // fan_factor multiplies every fan (the element count, for one element's part of an element linear).
   IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irreps& out, int64_t fan_factor = 1);
+
+  // The column layouts of the input and output tensors every later call passes (both mul_ir until
+  // set; transpose() reads the output's layout and writes the input's). An ir_mul input needs input
+  // blocks of l > 0 that are not adjacent copies of one irrep (in ir_mul each block is laid out on
+  // its own), else it throws.
+  IrrepsLinear& set_layouts(IrrepsLayout in, IrrepsLayout out);
 
   // x [n, dim(in)] -> y [n, dim(out)]
   at::Tensor forward(const at::Tensor& x) const;
@@ -31,6 +47,8 @@ class IrrepsLinear {
   void transpose_into(const at::Tensor& g, const at::Tensor& y, bool accumulate) const;
 
   int64_t in_dim() const { return in_dim_; }
+  IrrepsLayout in_layout() const { return in_layout_; }
+  IrrepsLayout out_layout() const { return out_layout_; }
   int64_t out_dim() const { return out_dim_; }
 
   // Batched linears: parts (of one irreps pair) stacked, each weight [parts, span mul, out mul].
@@ -64,7 +82,14 @@ class IrrepsLinear {
   };
   std::vector<Term> terms_;
   int64_t in_dim_ = 0, out_dim_ = 0;
+  IrrepsLayout in_layout_ = IrrepsLayout::MulIr, out_layout_ = IrrepsLayout::MulIr;
+  bool mul_ir_only() const { return in_layout_ == IrrepsLayout::MulIr && out_layout_ == IrrepsLayout::MulIr; }
+  // Term t (d > 1) by components: y's block (layout y_layout) from x's spans (x_layout) times w (or
+  // w^T, transposed: from the block to the spans), as batched GEMMs over the d components.
+  void components_forward(const Term& t, const at::Tensor& x, const at::Tensor& y, bool accumulate) const;
+  void components_transpose(const Term& t, const at::Tensor& g, const at::Tensor& y, bool accumulate) const;
   bool transpose_writes_each_column_once_ = true;
+  bool merged_blocks_ = false;  // some span of l > 0 joins adjacent input blocks (mul_ir only)
 };
 
 }  // namespace flashmace

@@ -62,6 +62,12 @@ SpeciesLinear::SpeciesLinear(const at::Tensor& weight, const Irreps& in, int num
   stacked_ = IrrepsLinear::stack(per_element_);
 }
 
+SpeciesLinear& SpeciesLinear::set_layouts(IrrepsLayout in, IrrepsLayout out) {
+  for (IrrepsLinear& f : per_element_) f.set_layouts(in, out);
+  stacked_.set_layouts(in, out);
+  return *this;
+}
+
 at::Tensor SpeciesLinear::apply(const at::Tensor& x, const SpeciesGroups& groups, bool transpose,
                                 const at::Tensor& add_to) const {
   auto run = [&](const IrrepsLinear& f, const at::Tensor& rows, const at::Tensor& into, bool accumulate) {

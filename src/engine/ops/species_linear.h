@@ -36,6 +36,8 @@ class SpeciesLinear {
  public:
   SpeciesLinear() = default;
   SpeciesLinear(const at::Tensor& weight, const Irreps& in, int num_elements, const Irreps& out);
+  // The column layouts of x and y (IrrepsLinear::set_layouts).
+  SpeciesLinear& set_layouts(IrrepsLayout in, IrrepsLayout out);
 
   at::Tensor forward(const at::Tensor& x, const SpeciesGroups& groups) const;
   at::Tensor transpose(const at::Tensor& g, const SpeciesGroups& groups) const;

@@ -74,10 +74,20 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
       options_.log("tf32 auto: the radial MLP's output layer on tensor cores in split TF32 (float32's accuracy) in "
                    "chunks of " + std::to_string(options_.tf32_split_min_rows) + " radial rows or more, layer " + split);
   }
+  // Node features, projected message sums and their gradients in ir_mul (irreps_linear.h): every
+  // node linear, the symmetric contraction's input and the first layer's folded projection read and
+  // write their blocks without transposing copies; the conv TP keeps mul_ir for its inputs (linear_up's
+  // output) and message sums (the projection's input). NonLinear blocks keep mul_ir throughout.
+  const bool ir_mul =
+      std::none_of(p_.layers.begin(), p_.layers.end(), [](const InteractionParams& L) { return L.nonlinear; });
+  const IrrepsLayout features = ir_mul ? IrrepsLayout::IrMul : IrrepsLayout::MulIr;
   for (int t = 0; t < c.num_interactions; ++t) {
     const InteractionParams& L = p_.layers[t];
-    sc_.emplace_back(build_sc_descriptor(file, t), p_.options, options_.sc);
+    ScDescriptor sc = build_sc_descriptor(file, t);
+    sc.input_ir_mul = ir_mul;
+    sc_.emplace_back(sc, p_.options, options_.sc);
     up_.emplace_back(L.linear_up, L.in, L.edge);
+    up_.back().set_layouts(features, IrrepsLayout::MulIr);
     // Without a density block the message sums are divided by avg_num_neighbors (mace_spec.md 6.4):
     // folded into the projection's weights, one elementwise pass each way fewer (node_stage.h).
     // NonLinear blocks project onto the gate's input (linear_1) and normalise by their density.
@@ -85,8 +95,9 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
       project_.emplace_back(L.linear, L.tp.mid, L.gate);
     else
       project_.emplace_back(L.density ? L.linear : L.linear / L.avg_num_neighbors, L.tp.mid, L.target);
+    project_.back().set_layouts(IrrepsLayout::MulIr, features);
     if (messages_[t].first) messages_[t].first->fold_projection(project_[t]);
-    node_linears_.emplace_back(p_, t);
+    node_linears_.emplace_back(p_, t, features);
   }
   estimate_costs();
 }

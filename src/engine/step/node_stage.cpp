@@ -1,5 +1,6 @@
 #include "engine/step/node_stage.h"
 
+#include "core/error.h"
 #include "engine/ops/gate_backward.h"
 #include "model/e3nn_ops.h"
 #include "model/stage_timer.h"
@@ -14,7 +15,7 @@ void lap(StageTimer* timer, const char* stage) {
 
 }  // namespace
 
-NodeLinears::NodeLinears(const MaceParams& m, int t) {
+NodeLinears::NodeLinears(const MaceParams& m, int t, IrrepsLayout features) {
   const InteractionParams& L = m.layers[t];
   const MaceConfig& c = m.config;
   const Irreps scalars = Irreps::scalars(c.channels()), one = Irreps::scalars(1);
@@ -26,6 +27,11 @@ NodeLinears::NodeLinears(const MaceParams& m, int t) {
   else
     skip = SpeciesLinear(L.skip_tp, L.target, c.num_elements(), L.target);
   product = IrrepsLinear(L.product_linear, L.out, L.out);
+  if (features == IrrepsLayout::IrMul) {
+    if (L.nonlinear) throw Error("node linears: NonLinear blocks keep their features in mul_ir");
+    skip.set_layouts(IrrepsLayout::IrMul, IrrepsLayout::IrMul);
+    product.set_layouts(IrrepsLayout::MulIr, IrrepsLayout::IrMul);  // (B, the contraction's output, is mul_ir)
+  }
   if (t < c.num_interactions - 1) {
     readout.emplace_back(L.readout[0], scalars, one);
   } else {

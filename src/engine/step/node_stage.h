@@ -16,9 +16,12 @@
 
 namespace flashmace {
 
-// A layer's node linears in the fast engine's form (irreps_linear.h), built once per model.
+// A layer's node linears in the fast engine's form (irreps_linear.h), built once per model. features:
+// the column layout of the layer's node features, message sums after the projection and their
+// gradients (h, mlin, m: the symmetric contraction reads m in it); the contraction's output B stays
+// mul_ir. NonLinear blocks take mul_ir only.
 struct NodeLinears {
-  NodeLinears(const MaceParams& model, int layer);
+  NodeLinears(const MaceParams& model, int layer, IrrepsLayout features = IrrepsLayout::MulIr);
   SpeciesLinear skip;               // the element skip connection (skip_tp; not in NonLinear blocks)
   // NonLinear blocks: skip_tp (in -> out, no element dependence), linear_res (edge -> gate input)
   // and linear_2 (target -> target, after the gate).
