@@ -139,9 +139,9 @@ void IrrepsLinear::components_forward(const Term& t, const at::Tensor& x, const 
 void IrrepsLinear::components_transpose(const Term& t, const at::Tensor& g, const at::Tensor& y,
                                         bool accumulate) const {
   const at::Tensor gt = components_of(g, t.out.offset, t.out.mul, t.d, out_layout_);
+  const bool direct = in_layout_ == IrrepsLayout::IrMul;
   for (std::size_t k = 0; k < t.in.size(); ++k) {
     const Span& s = t.in[k];
-    const bool direct = in_layout_ == IrrepsLayout::IrMul;
     const at::Tensor r =
         direct ? components_target(y, s.offset, s.mul, t.d) : at::empty({t.d, g.size(0), s.mul}, g.options());
     const bool add = direct && accumulate;

@@ -286,9 +286,13 @@ void FastEngine::forward_layer(StepState& s, int t) {
 void FastEngine::backward_nodes(StepState& s, int t, at::Tensor* dh, at::Tensor* dhu) {
   const InteractionParams& L = p_.layers[t];
   StepState::Layer& S = s.layers[t];
-  // One block covering every row takes its gradients as they come (no copies); *dh may then be
-  // undefined on entry and is set here.
+  // One block covering every row takes its gradients as they come (no copies). *dh is undefined on
+  // entry and made here: the block's input-feature gradient itself where it covers every row.
   const bool whole = topology_.blocks.size() == 1;
+  auto dh_rows = [&]() -> at::Tensor& {
+    if (!dh->defined()) *dh = at::zeros({topology_.padded_atoms, L.in.dim()}, p_.options);
+    return *dh;
+  };
   if (!whole) {
     S.dmlin = at::empty_like(S.mlin);
     if (L.density_sums()) S.ddens = at::empty_like(S.dens);
@@ -307,18 +311,15 @@ void FastEngine::backward_nodes(StepState& s, int t, at::Tensor* dh, at::Tensor*
       S.dmlin.narrow(0, B.row0, B.nrows).copy_(gi.mlin);
       if (L.density_sums()) S.ddens.narrow(0, B.row0, B.nrows).copy_(gi.density);
     }
-    if (t > 0) {
-      const int64_t atoms = topology_.padded_atoms;
-      if (whole && gi.h_in.defined() && gi.h_in.size(0) == atoms) {
+    if (t > 0 && gi.h_in.defined()) {
+      if (whole && gi.h_in.size(0) == topology_.padded_atoms)
         *dh = gi.h_in;
-      } else {
-        if (!dh->defined()) *dh = at::zeros({atoms, L.in.dim()}, p_.options);
-        if (gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
-      }
+      else
+        dh_rows().narrow(0, B.row0, B.nrows).add_(gi.h_in);
     }
     if (t > 0 && gi.hu_in.defined()) dhu->narrow(0, B.row0, B.nrows).add_(gi.hu_in);
   }
-  if (t > 0 && !dh->defined()) *dh = at::zeros({topology_.padded_atoms, L.in.dim()}, p_.options);  // (no rows)
+  if (t > 0) dh_rows();  // (no block gave one)
   S.nodes.clear();
   lap(timer_, "nodes_backward");
 }
