@@ -113,6 +113,27 @@ Irreps Irreps::simplify() const {
   return Irreps(out);
 }
 
+IrMulPlace ir_mul_place(const Irreps& irreps, std::size_t block) {
+  std::size_t first = block;
+  while (first > 0 && irreps[first - 1].ir == irreps[block].ir) --first;
+  IrMulPlace p;
+  p.run_offset = irreps.offset(first);
+  for (std::size_t i = first; i < block; ++i) p.channel_offset += irreps[i].mul;
+  for (std::size_t i = first; i < irreps.size() && irreps[i].ir == irreps[block].ir; ++i) p.run_mul += irreps[i].mul;
+  return p;
+}
+
+std::vector<int> ir_mul_columns(const Irreps& irreps) {
+  std::vector<int> columns;
+  for (std::size_t i = 0; i < irreps.size(); ++i) {
+    const IrMulPlace p = ir_mul_place(irreps, i);
+    const int d = irreps[i].ir.dim();
+    for (int u = 0; u < irreps[i].mul; ++u)
+      for (int m = 0; m < d; ++m) columns.push_back(p.run_offset + m * p.run_mul + p.channel_offset + u);
+  }
+  return columns;
+}
+
 Irreps Irreps::operator*(int mul) const {
   std::vector<MulIr> b = blocks_;
   for (auto& x : b) x.mul *= mul;

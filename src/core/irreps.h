@@ -65,4 +65,18 @@ struct ConvTPLayout {
 // MACE's tp_out_irreps_with_instructions(irreps1, sh_irreps, target).
 ConvTPLayout conv_tp_layout(const Irreps& in1, const Irreps& sh, const Irreps& target);
 
+// The fast engine's other column layout, ir_mul: each run of adjacent blocks of one irrep (a block
+// of simplify()) keeps component m of all its channels side by side, so component m of the run's
+// channel u sits at run offset + m * run mul + u (in mul_ir at run offset + u * (2l + 1) + m). A
+// linear reads such a run as one strided [n, run mul] matrix per component; scalars are the same in
+// both layouts.
+struct IrMulPlace {
+  int run_offset = 0;      // first column of the block's run
+  int run_mul = 0;         // channels of the run
+  int channel_offset = 0;  // the block's first channel within the run
+};
+IrMulPlace ir_mul_place(const Irreps& irreps, std::size_t block);
+// [dim]: the ir_mul column of each mul_ir column.
+std::vector<int> ir_mul_columns(const Irreps& irreps);
+
 }  // namespace flashmace

@@ -132,5 +132,22 @@ TEST(ConvTPLayout, PathsOutsideTheTargetAreDroppedAndTheRestSorted) {
   EXPECT_EQ(l.weight_numel, 8);
 }
 
+TEST(IrMulLayout, RunsOfOneIrrepShareTheirComponents) {
+  // 2x0e+1x1o+2x1o+1x2e: the two 1o blocks form one run of 3 channels (columns 2..10).
+  const Irreps irreps = Irreps::parse("2x0e+1x1o+2x1o+1x2e");
+  const IrMulPlace second = ir_mul_place(irreps, 2);
+  EXPECT_EQ(second.run_offset, 2);
+  EXPECT_EQ(second.run_mul, 3);
+  EXPECT_EQ(second.channel_offset, 1);
+  EXPECT_EQ(ir_mul_place(irreps, 1).channel_offset, 0);
+  // mul_ir columns: 0e u0, u1 | 1o(run channel 0) m0..2 | 1o channels 1, 2: m0..2 each | 2e m0..4.
+  // ir_mul: run column 2 + m * 3 + channel.
+  EXPECT_EQ(ir_mul_columns(irreps),
+            (std::vector<int>{0, 1, 2, 5, 8, 3, 6, 9, 4, 7, 10, 11, 12, 13, 14, 15}));
+  // Blocks of one irrep that are not adjacent stay apart; scalars keep their columns.
+  EXPECT_EQ(ir_mul_columns(Irreps::parse("1x1o+1x0e+1x1o")), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(ir_mul_columns(Irreps::parse("2x1o")), (std::vector<int>{0, 2, 4, 1, 3, 5}));
+}
+
 }  // namespace
 }  // namespace flashmace

@@ -45,12 +45,19 @@ TEST(ConvTPDescriptor, KeepsOnlyStructuralNonZerosWithAlpha) {
 TEST(ConvTPCodegen, SpecializableLayoutsCompileWithNvrtc) {
   if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
   for (const NamedLayout& l : specializable_layouts()) {
-    const ConvTPDescriptor d = ConvTPDescriptor::build(l.in1, l.sh, l.layout);
-    ASSERT_EQ(conv_tp_specialization_unsupported(d), "") << l.name;
-    const std::string src = generate_conv_tp_cuda_source(d);
-    EXPECT_EQ(src, generate_conv_tp_cuda_source(d)) << "not deterministic: " << l.name;
-    const Cubin c = compile_cubin(src, "sm_90", JitUse{"the conv TP kernels", "the test fails"});
-    EXPECT_TRUE(c) << l.name << ": " << c.error;
+    std::string mul_ir_src;
+    for (const bool ir_mul : {false, true}) {
+      const ConvTPDescriptor d = ConvTPDescriptor::build(l.in1, l.sh, l.layout, ir_mul);
+      ASSERT_EQ(conv_tp_specialization_unsupported(d), "") << l.name;
+      const std::string src = generate_conv_tp_cuda_source(d);
+      EXPECT_EQ(src, generate_conv_tp_cuda_source(d)) << "not deterministic: " << l.name;
+      if (ir_mul) {
+        EXPECT_NE(src, mul_ir_src) << "the layouts share a source (and a cache entry): " << l.name;
+      }
+      mul_ir_src = src;
+      const Cubin c = compile_cubin(src, "sm_90", JitUse{"the conv TP kernels", "the test fails"});
+      EXPECT_TRUE(c) << l.name << (ir_mul ? " ir_mul" : "") << ": " << c.error;
+    }
   }
 }
 
@@ -88,6 +95,20 @@ TEST(ConvTPKernelsCpu, RejectsMismatchedTensors) {
               conv_tp_aggregate(op, p.x, p.xindex, p.Y, p.R, p.row_ptr.narrow(0, 0, 2), 1);
             }).find("row_ptr must run from 0"),
             std::string::npos);
+}
+
+// The ir_mul layout is the generated CUDA kernels' alone: the table-driven kernels refuse it.
+TEST(ConvTPKernelsCpu, IrMulDescriptorNeedsTheGeneratedKernels) {
+  const NamedLayout l = specializable_layouts()[1];
+  const ConvTPOp op(ConvTPDescriptor::build(l.in1, l.sh, l.layout, /*ir_mul=*/true), at::TensorOptions().dtype(at::kDouble));
+  const testing::ConvTPProblem p = testing::make_conv_tp_problem(l.in1, l.sh, l.layout, {2, 1}, 4, 3);
+  try {
+    conv_tp_aggregate(op, p.x, p.xindex, p.Y, p.R, p.row_ptr, p.nrows);
+    ADD_FAILURE() << "the CPU kernels ran an ir_mul descriptor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("specialised CUDA kernels"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(conv_tp_aggregate_backward(op, p.dagg, p.x, p.xindex, p.Y, p.R, p.row_ptr), Error);
 }
 
 TEST(ConvTPKernelsCpu, RadialIndexEqualsExpandedRadialsBitwise) { check_radial_index(at::kCPU, false); }

@@ -169,20 +169,47 @@ std::pair<ConvTPProblem, ConvTPProblem> share_radial_rows(ConvTPProblem p, const
 
 }  // namespace
 
-Results run_kernels(const ConvTPProblem& p, bool specialize, const at::Tensor& radial_index, bool dR_by_row) {
-  const ConvTPOp op(ConvTPDescriptor::build(p.in1, p.sh, p.layout), p.x.options(), specialize);
-  if (specialize && p.x.is_cuda()) {
+namespace {
+
+// ir_mul_columns(irreps) as an index: t.index_select(1, it) takes mul_ir columns from ir_mul ones;
+// its inverse (inverse = true) the other way.
+at::Tensor ir_mul_index(const Irreps& irreps, bool inverse, const at::Device& device) {
+  const std::vector<int> columns = ir_mul_columns(irreps);
+  std::vector<int64_t> index(columns.size());
+  for (std::size_t j = 0; j < columns.size(); ++j) {
+    if (inverse)
+      index[static_cast<std::size_t>(columns[j])] = static_cast<int64_t>(j);
+    else
+      index[j] = columns[j];
+  }
+  return at::tensor(index, at::TensorOptions().dtype(at::kLong)).to(device);
+}
+
+}  // namespace
+
+Results run_kernels(const ConvTPProblem& p, bool specialize, const at::Tensor& radial_index, bool dR_by_row,
+                    bool ir_mul) {
+  const ConvTPOp op(ConvTPDescriptor::build(p.in1, p.sh, p.layout, ir_mul), p.x.options(), specialize || ir_mul);
+  if ((specialize || ir_mul) && p.x.is_cuda()) {
     EXPECT_NE(op.specialized(), nullptr) << "specialised kernels not built";
   }
+  const at::Device dev = p.x.device();
+  const at::Tensor x = ir_mul ? p.x.index_select(1, ir_mul_index(p.in1, true, dev)) : p.x;
+  const at::Tensor dagg = ir_mul ? p.dagg.index_select(1, ir_mul_index(p.layout.mid, true, dev)) : p.dagg;
   Results r;
-  r.agg = conv_tp_aggregate(op, p.x, p.xindex, p.Y, p.R, p.row_ptr, p.nrows, radial_index);
+  r.agg = conv_tp_aggregate(op, x, p.xindex, p.Y, p.R, p.row_ptr, p.nrows, radial_index);
   const at::Tensor dx0 = at::full_like(p.x, 0.25);
   at::Tensor dx = dx0.clone();
-  const ConvTPEdgeGrads g = conv_tp_aggregate_backward(op, p.dagg, p.x, p.xindex, p.Y, p.R, p.row_ptr, dx,
+  const ConvTPEdgeGrads g = conv_tp_aggregate_backward(op, dagg, x, p.xindex, p.Y, p.R, p.row_ptr, dx,
                                                        xindex_csr(p.xindex, p.num_x), radial_index, dR_by_row);
   r.dR = g.dR;
   r.dY = g.dY;
   r.dx = dx - dx0;
+  if (ir_mul) {
+    r.agg = r.agg.index_select(1, ir_mul_index(p.layout.mid, false, dev));
+    r.dx = r.dx.index_select(1, ir_mul_index(p.in1, false, dev));
+    return r;
+  }
   // Over only the x rows the edges use (an edge chunk's senders), dx is the same bit for bit: each
   // row sums the same edges in the same order, and the rows no edge uses keep their values.
   at::Tensor dx_compact = dx0.clone();
@@ -193,7 +220,7 @@ Results run_kernels(const ConvTPProblem& p, bool specialize, const at::Tensor& r
 }
 
 void check_layout(const Irreps& in1, const Irreps& sh, const ConvTPLayout& layout, const at::Device& device,
-                  uint64_t seed, const std::string& name, bool specialize) {
+                  uint64_t seed, const std::string& name, bool specialize, bool ir_mul) {
   std::mt19937 rng(static_cast<unsigned>(seed));
   for (const auto& [pattern, counts] : segment_patterns(rng))
     for (const auto& [xname, num_x] : {std::pair<std::string, int64_t>{"sender", 17}, {"species", 3}}) {
@@ -201,10 +228,10 @@ void check_layout(const Irreps& in1, const Irreps& sh, const ConvTPLayout& layou
       const ConvTPProblem p64 = make_conv_tp_problem(in1, sh, layout, counts, num_x, seed++);
       const ConvTPReference ref = conv_tp_reference(p64);
       const Results got64 =
-          run_kernels(convert(p64, at::TensorOptions().dtype(at::kDouble).device(device)), specialize);
+          run_kernels(convert(p64, at::TensorOptions().dtype(at::kDouble).device(device)), specialize, {}, false, ir_mul);
       expect_matches(got64, ref, kRelTolF64, what + " float64");
       const Results got32 =
-          run_kernels(convert(p64, at::TensorOptions().dtype(at::kFloat).device(device)), specialize);
+          run_kernels(convert(p64, at::TensorOptions().dtype(at::kFloat).device(device)), specialize, {}, false, ir_mul);
       expect_matches(got32, ref, kRelTolF32, what + " float32");
     }
   print_worst();

@@ -43,14 +43,16 @@ struct Results {
 // specialize: on CUDA, the generated kernels (required to be available) instead of the table-driven ones.
 // radial_index: p.R holds shared rows, edge e uses row radial_index[e].
 // dR_by_row: dR summed per radial row (at most two edges per row).
+// ir_mul: the generated kernels of the ir_mul descriptor, given x and dagg in ir_mul; agg and dx are
+// returned in mul_ir.
 Results run_kernels(const ConvTPProblem& p, bool specialize = false, const at::Tensor& radial_index = {},
-                    bool dR_by_row = false);
+                    bool dR_by_row = false, bool ir_mul = false);
 
 // Checks every receiver-segment pattern (rows with no, one and many edges), x by sender (many rows)
 // and by species (3 rows), float64 and float32, against the reference path; prints the worst
 // relative error per tolerance.
 void check_layout(const Irreps& in1, const Irreps& sh, const ConvTPLayout& layout, const at::Device& device,
-                  uint64_t seed, const std::string& name, bool specialize = false);
+                  uint64_t seed, const std::string& name, bool specialize = false, bool ir_mul = false);
 
 // check_layout for every layer of the shared reference models (scalar_l0, small_l1, large_l2).
 void check_reference_models(const at::Device& device);

@@ -55,18 +55,13 @@ TEST_P(IrrepsLinearCase, EqualsE3nnLinearAndItsTranspose) {
   EXPECT_LT(max_abs(wide_in.narrow(1, 3, in.dim()), gx), 1e-13);
 }
 
-// x [n, dim(irreps)] in mul_ir -> the same values in `layout` (irreps_linear.h).
+// x [n, dim(irreps)] in mul_ir -> the same values in `layout` (core/irreps.h's ir_mul_columns).
 at::Tensor in_layout(const at::Tensor& x, const Irreps& irreps, IrrepsLayout layout) {
   if (layout == IrrepsLayout::MulIr) return x;
-  std::vector<at::Tensor> blocks;
-  int64_t offset = 0;
-  for (std::size_t i = 0; i < irreps.size(); ++i) {
-    const int64_t mul = irreps[i].mul, d = irreps[i].ir.dim();
-    blocks.push_back(
-        x.narrow(1, offset, mul * d).reshape({x.size(0), mul, d}).transpose(1, 2).reshape({x.size(0), mul * d}));
-    offset += mul * d;
-  }
-  return at::cat(blocks, 1);
+  const std::vector<int> columns = ir_mul_columns(irreps);
+  std::vector<int64_t> source(columns.size());
+  for (std::size_t j = 0; j < columns.size(); ++j) source[static_cast<std::size_t>(columns[j])] = static_cast<int64_t>(j);
+  return x.index_select(1, at::tensor(source, at::TensorOptions().dtype(at::kLong)));
 }
 
 TEST_P(IrrepsLinearCase, ReadsAndWritesEitherLayout) {
@@ -79,9 +74,9 @@ TEST_P(IrrepsLinearCase, ReadsAndWritesEitherLayout) {
   for (const IrrepsLayout a : {IrrepsLayout::MulIr, IrrepsLayout::IrMul})
     for (const IrrepsLayout b : {IrrepsLayout::MulIr, IrrepsLayout::IrMul}) {
       IrrepsLinear f(w, in, out);
-      bool merged = false;  // adjacent input blocks of one irrep with l > 0 (joined in mul_ir only)
-      for (std::size_t i = 1; i < in.size(); ++i) merged = merged || (in[i].ir == in[i - 1].ir && in[i].ir.l > 0);
-      if (a == IrrepsLayout::IrMul && merged) {
+      bool adjacent = false;  // adjacent output blocks of one irrep with l > 0 (not written as one run)
+      for (std::size_t o = 1; o < out.size(); ++o) adjacent = adjacent || (out[o].ir == out[o - 1].ir && out[o].ir.l > 0);
+      if (b == IrrepsLayout::IrMul && adjacent) {
         EXPECT_THROW(f.set_layouts(a, b), Error);
         continue;
       }
@@ -109,6 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"3x0e+2x0e+4x1o+4x1o+2x2e+1x3o", "5x0e+3x1o+2x2e"},  // adjacent paths, a 3o no one reads
                       Case{"2x0e+3x1o+2x0e+1x1o", "4x0e+2x1o"},              // separated blocks of one irrep
                       Case{"2x0e", "2x0e+3x1o"},                             // an output no input reaches
+                      Case{"2x1o", "1x1o+3x1o+2x0e"},                        // adjacent outputs of one irrep
                       Case{"6x0e", "1x0e"}));                                // a readout
 
 TEST(IrrepsLinear, RefusesWrongWeightCount) {

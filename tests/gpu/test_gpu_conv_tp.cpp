@@ -1,6 +1,7 @@
 // The fused conv TP kernels (engine/kernels/conv_tp_kernels.h through engine/ops/conv_tp_op.h) on
 // a CUDA GPU equal the reference path, table-driven and generated (specialised, compiled by NVRTC):
-// for the shared reference models' layers, random irreps up to l = 3 and the specialisable layouts,
+// for the shared reference models' layers, random irreps up to l = 3 and the specialisable layouts
+// (also with x and the message sums in ir_mul),
 // receiver segments with empty rows, single edges and many edges, x indexed by sender and by
 // species, float32 within float32 round-off of float64 (the checks: engine/test_conv_tp_support.h);
 // radial rows shared through an index give the expanded radials' results bit for bit; repeated runs
@@ -50,6 +51,14 @@ TEST(ConvTPSpecializedGpu, MatchesReferencePath) {
   uint64_t seed = 5000;
   for (const NamedLayout& l : specializable_layouts())
     check_layout(l.in1, l.sh, l.layout, at::Device(at::kCUDA, 0), seed += 10, l.name, /*specialize=*/true);
+}
+
+// x, dx and the message sums in ir_mul (the fast engine's later layers): the same numbers.
+TEST(ConvTPSpecializedGpu, IrMulMatchesReferencePath) {
+  if (!gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
+  uint64_t seed = 6000;
+  for (const NamedLayout& l : specializable_layouts())
+    check_layout(l.in1, l.sh, l.layout, at::Device(at::kCUDA, 0), seed += 10, l.name + " ir_mul", true, true);
 }
 
 TEST(ConvTPSpecializedGpu, RepeatedRunsAreBitwiseEqual) {

@@ -1,5 +1,6 @@
 // Generates the specialised conv TP kernels (conv_tp_codegen.h). Register names:
-//   xB_m   x[xindex[e], x_offset(B) + u*d1 + m] of input block B (blocks numbered by first use)
+//   xB_m   x[xindex[e], x_offset(B) + u*d1 + m] of input block B (blocks numbered by first use; in
+//          ir_mul descriptors the ir_mul column, as for the message sums)
 //   yK     Y[e, K]
 //   aP_m   forward accumulator of path P, output component m (double, summed over the row's edges)
 //   bP_m   its partial sum (T) over one block of edges
@@ -47,16 +48,32 @@ std::string pname(const char* prefix, std::size_t path, int m) {
   return prefix + std::to_string(path) + "_" + std::to_string(m);
 }
 
+// The column of component m of channel u in a block at `offset` of irrep dimension d: u d + m past
+// the offset in mul_ir; in ir_mul m run mul + u past the block's run offset and channel offset, so
+// that a warp's 32 channels read and write 32 adjacent values.
+std::string column(const ConvTPDescriptor& d, int offset, int dim, const IrMulPlace& place, int m) {
+  if (!d.ir_mul) return std::to_string(offset) + " + u * " + std::to_string(dim) + " + " + std::to_string(m);
+  return std::to_string(place.run_offset + m * place.run_mul + place.channel_offset) + " + u";
+}
+std::string mid_column(const ConvTPDescriptor& d, const ConvTPPathDescriptor& p, int m) {
+  return column(d, p.mid_offset, p.d3, p.mid_place, m);
+}
+
+// Each input block's first path (its offset, dimension and ir_mul place), by x_offset.
+std::map<int, const ConvTPPathDescriptor*> input_block_paths(const ConvTPDescriptor& d) {
+  std::map<int, const ConvTPPathDescriptor*> out;
+  for (const ConvTPPathDescriptor& p : d.paths) out.emplace(p.x_offset, &p);
+  return out;
+}
+
 // The edge loop's loads: this channel's x values of every block, the used Y components, R's row.
 void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
   s << "    const T* __restrict__ xr = x + xindex[e] * " << d.dim_in1 << "LL;\n"
     << "    const T* __restrict__ ye = Y + e * " << d.dim_sh << "LL;\n"
     << "    const T* __restrict__ re = R + (rindex ? rindex[e] : e) * " << d.weight_numel << "LL + u;\n";
-  std::map<int, int> block_dim;
-  for (const ConvTPPathDescriptor& p : d.paths) block_dim[p.x_offset] = p.d1;
-  for (const auto& [offset, d1] : block_dim)
-    for (int m = 0; m < d1; ++m)
-      s << "    const T x" << blocks.at(offset) << "_" << m << " = xr[" << offset << " + u * " << d1 << " + " << m
+  for (const auto& [offset, p] : input_block_paths(d))
+    for (int m = 0; m < p->d1; ++m)
+      s << "    const T x" << blocks.at(offset) << "_" << m << " = xr[" << column(d, offset, p->d1, p->x_place, m)
         << "];\n";
   std::vector<bool> used(d.dim_sh, false);
   for (const ConvTPPathDescriptor& p : d.paths)
@@ -121,15 +138,13 @@ void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::m
     << "    T* __restrict__ o = agg + row * " << d.dim_mid << "LL;\n";
   for (std::size_t P = 0; P < d.paths.size(); ++P) {
     const ConvTPPathDescriptor& p = d.paths[P];
-    for (int m = 0; m < p.d3; ++m)
-      s << "    o[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "] = (T)" << pname("a", P, m) << ";\n";
+    for (int m = 0; m < p.d3; ++m) s << "    o[" << mid_column(d, p, m) << "] = (T)" << pname("a", P, m) << ";\n";
   }
   s << "  } else {\n"
     << "    double* __restrict__ o = part + (split * nrows + row) * " << d.dim_mid << "LL;\n";
   for (std::size_t P = 0; P < d.paths.size(); ++P) {
     const ConvTPPathDescriptor& p = d.paths[P];
-    for (int m = 0; m < p.d3; ++m)
-      s << "    o[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "] = " << pname("a", P, m) << ";\n";
+    for (int m = 0; m < p.d3; ++m) s << "    o[" << mid_column(d, p, m) << "] = " << pname("a", P, m) << ";\n";
   }
   s << "  }\n}\n\n";
   s << "template <typename T>\n__device__ __forceinline__ void tp_forward_join(const double* __restrict__ part, "
@@ -176,16 +191,14 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
   s << "  const T* __restrict__ gr = dagg + row * " << d.dim_mid << "LL;\n";
   for (std::size_t Q = 0; Q < d.paths.size(); ++Q) {
     const ConvTPPathDescriptor& p = d.paths[Q];
-    for (int m = 0; m < p.d3; ++m)
-      s << "  const T " << pname("g", Q, m) << " = gr[" << p.mid_offset << " + u * " << p.d3 << " + " << m << "];\n";
+    for (int m = 0; m < p.d3; ++m) s << "  const T " << pname("g", Q, m) << " = gr[" << mid_column(d, p, m) << "];\n";
   }
   s << "  const long long e1 = row_ptr[row + 1];\n"
     << "  for (long long e = row_ptr[row] + split; e < e1; e += splits) {\n";
   emit_edge_loads(s, d, blocks);
-  std::map<int, int> block_dim;
-  for (const ConvTPPathDescriptor& p : d.paths) block_dim[p.x_offset] = p.d1;
-  for (const auto& [offset, d1] : block_dim)
-    for (int m = 0; m < d1; ++m) s << "    T dx" << blocks.at(offset) << "_" << m << " = T(0);\n";
+  const std::map<int, const ConvTPPathDescriptor*> block_paths = input_block_paths(d);
+  for (const auto& [offset, p] : block_paths)
+    for (int m = 0; m < p->d1; ++m) s << "    T dx" << blocks.at(offset) << "_" << m << " = T(0);\n";
   for (int k = 0; k < P; ++k) s << "    T py" << k << " = T(0);\n";
   // (per pair of reverse edges, their gradients summed into the shared row: conv_tp_kernels.h)
   s << "    T* __restrict__ dRe = dR + (ByRow ? rindex[e] : e) * " << d.weight_numel << "LL + u;\n";
@@ -202,10 +215,9 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
     s << "      if (ByRow) atomicAdd(dRe + " << p.w_offset << ", dr); else dRe[" << p.w_offset << "] = dr;\n    }\n";
   }
   s << "    if (dxe) {\n      T* __restrict__ dxr = dxe + e * " << d.dim_in1 << "LL;\n";
-  for (const auto& [offset, d1] : block_dim)
-    for (int m = 0; m < d1; ++m)
-      s << "      dxr[" << offset << " + u * " << d1 << " + " << m << "] = dx" << blocks.at(offset) << "_" << m
-        << ";\n";
+  for (const auto& [offset, p] : block_paths)
+    for (int m = 0; m < p->d1; ++m)
+      s << "      dxr[" << column(d, offset, p->d1, p->x_place, m) << "] = dx" << blocks.at(offset) << "_" << m << ";\n";
   s << "    }\n    {\n";
   emit_warp_reduce_scatter(s, P, "      ");
   s << "      if (lane < " << P << ") dYp[(e * " << parts << "LL + (u >> 5)) * " << P << "LL + lane] = py0;\n"
@@ -260,7 +272,8 @@ std::string generate_conv_tp_cuda_source(const ConvTPDescriptor& d) {
   const std::map<int, int> blocks = input_blocks(d);
   std::ostringstream s;
   s << "// Generated by flashmace conv_tp_codegen.cpp: channelwise conv tensor product, " << d.paths.size()
-    << " paths, " << d.max_mul << " channels, in " << d.dim_in1 << " sh " << d.dim_sh << " mid " << d.dim_mid << "\n";
+    << " paths, " << d.max_mul << " channels, in " << d.dim_in1 << " sh " << d.dim_sh << " mid " << d.dim_mid
+    << (d.ir_mul ? ", ir_mul" : ", mul_ir") << "\n";
   emit_forward(s, d, blocks);
   emit_backward(s, d, blocks);
   emit_reductions(s, d);

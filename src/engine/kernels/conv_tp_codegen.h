@@ -2,7 +2,8 @@
 // Specialised conv TP kernels for one model layer, generated as CUDA source for NVRTC (the way
 // sc_codegen.h does it for the symmetric contraction): the descriptor's paths and Wigner-3j terms
 // become straight-line code with literal coefficients, every value of one (edge, channel) lives in
-// registers, and the loops left are over edges. Same math and layouts as conv_tp_kernels.h.
+// registers, and the loops left are over edges. Same math as conv_tp_kernels.h, in its layouts or,
+// for ir_mul descriptors, with x, dx, agg and dagg in ir_mul (conv_tp_descriptor.h).
 //
 // Kernels (suffix _f32 / _f64), thread per (receiver row, channel u), blocks of
 // kConvTPSpecializedThreads threads, edges of a row visited in order (no atomics, deterministic):

@@ -17,8 +17,10 @@ constexpr double kZeroCoefficient = 1e-15;
 
 }  // namespace
 
-ConvTPDescriptor ConvTPDescriptor::build(const Irreps& in1, const Irreps& sh, const ConvTPLayout& layout) {
+ConvTPDescriptor ConvTPDescriptor::build(const Irreps& in1, const Irreps& sh, const ConvTPLayout& layout,
+                                         bool ir_mul) {
   ConvTPDescriptor d;
+  d.ir_mul = ir_mul;
   d.dim_in1 = in1.dim();
   d.dim_sh = sh.dim();
   d.dim_mid = layout.mid.dim();
@@ -46,6 +48,8 @@ ConvTPDescriptor ConvTPDescriptor::build(const Irreps& in1, const Irreps& sh, co
     p.d2 = b.ir.dim();
     p.d3 = c.ir.dim();
     p.alpha = std::sqrt(2.0 * c.ir.l + 1.0);
+    p.x_place = ir_mul_place(in1, static_cast<std::size_t>(path.i1));
+    p.mid_place = ir_mul_place(layout.mid, static_cast<std::size_t>(path.k));
     p.entry_begin = static_cast<int>(d.entries.size());
     const std::vector<double>& w3j = wigner_3j(a.ir.l, b.ir.l, c.ir.l);
     for (int m1 = 0; m1 < p.d1; ++m1)

@@ -98,6 +98,12 @@ void* current_stream(at::Device device) { return c10::cuda::getCurrentCUDAStream
 }
 #endif
 
+// ir_mul descriptors run only on the generated kernels (the table-driven ones read mul_ir).
+void check_layout_runs(const ConvTPOp& op, const ConvTPSpecialized* spec) {
+  if (op.descriptor().ir_mul && !spec)
+    throw Error("conv TP: an ir_mul descriptor runs only on the specialised CUDA kernels (" + op.executor() + " here)");
+}
+
 }  // namespace
 
 ConvTPOp::ConvTPOp(const ConvTPDescriptor& desc, const at::TensorOptions& options, bool specialize)
@@ -179,6 +185,7 @@ at::Tensor conv_tp_aggregate(const ConvTPOp& op, const at::Tensor& x_table, cons
   const Inputs in = check_inputs(op, x_table, xindex, Y, R, radial_index, row_ptr, nrows);
   at::Tensor agg = at::empty({nrows, op.descriptor().dim_mid}, in.Y.options());
   const ConvTPSpecialized* spec = op.device().is_cuda() ? op.specialized() : nullptr;
+  check_layout_runs(op, spec);
   const int64_t scratch = spec ? spec->forward_scratch(nrows) : 0;
   const at::Tensor part = scratch > 0 ? at::empty({scratch}, in.Y.options().dtype(at::kDouble)) : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES(op.dtype(), "conv_tp_aggregate", [&] {
@@ -224,7 +231,8 @@ ConvTPEdgeGrads conv_tp_aggregate_backward(const ConvTPOp& op, const at::Tensor&
   const at::Tensor x_ptr = dx.defined() ? x_csr.ptr.contiguous() : at::Tensor();
   const at::Tensor x_rows = dx.defined() && x_csr.rows.defined() ? x_csr.rows.contiguous() : at::Tensor();
   ConvTPEdgeGrads out;
-  const ConvTPSpecialized* spec = op.specialized();
+  const ConvTPSpecialized* spec = op.device().is_cuda() ? op.specialized() : nullptr;
+  check_layout_runs(op, spec);
   const bool by_row = sum_dR_per_radial_row && in.radial_index.defined();
   // The specialised CUDA kernels and the CPU kernels add each edge's dR into its row; the generic CUDA
   // kernels write per edge, summed below.

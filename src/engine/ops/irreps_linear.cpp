@@ -98,9 +98,8 @@ void product_into(const at::Tensor& a, const at::Tensor& w, bool transposed, con
 }  // namespace
 
 IrrepsLinear& IrrepsLinear::set_layouts(IrrepsLayout in, IrrepsLayout out) {
-  if (in == IrrepsLayout::IrMul && merged_blocks_)
-    throw Error(
-        "irreps linear: an ir_mul input with adjacent blocks of one irrep (l > 0), which that layout keeps apart");
+  if (out == IrrepsLayout::IrMul && adjacent_outputs_)
+    throw Error("irreps linear: an ir_mul output with adjacent blocks of one irrep (l > 0), which it writes apart");
   in_layout_ = in;
   out_layout_ = out;
   return *this;
@@ -221,6 +220,8 @@ IrrepsLinear::IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irr
     throw Error("irreps linear: " + std::to_string(weight.numel()) + " weights for " + in.str() + " -> " + out.str() +
                 ", which needs " + std::to_string(offset));
 
+  for (std::size_t o = 1; o < out.size(); ++o)
+    adjacent_outputs_ = adjacent_outputs_ || (out[o].ir == out[o - 1].ir && out[o].ir.l > 0);
   for (std::size_t o = 0; o < out.size(); ++o) {
     Term term;
     term.out = {out_offset[o], out[o].mul};
@@ -234,7 +235,6 @@ IrrepsLinear::IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irr
     for (std::size_t i = 0; i < in.size(); ++i) {
       if (woff[i][o] < 0) continue;
       const bool extends = !term.in.empty() && term.in.back().offset + term.in.back().mul * term.d == in_offset[i];
-      merged_blocks_ = merged_blocks_ || (extends && term.d > 1);
       if (!extends) {
         if (!pieces.empty()) term.w.push_back(at::cat(pieces, 0) * scale);
         pieces.clear();

@@ -9,9 +9,10 @@
 // reference path keeps model/e3nn_ops.h. Internal to the fast engine (ATen).
 //
 // Each side of a linear (its input and its output irreps) has a column layout (IrrepsLayout): e3nn's
-// mul_ir, or ir_mul, in which a block's 2l + 1 components each hold their mul channels side by side.
-// A block read or written in ir_mul is d strided [n, mul] matrices, one batched GEMM over its
-// components with no transposing copy; mul_ir blocks of l > 0 still take one copy each.
+// mul_ir, or ir_mul (core/irreps.h), in which a run of adjacent blocks of one irrep keeps each of its
+// 2l + 1 components' channels side by side. A run read or written in ir_mul is d strided [n, mul]
+// matrices, one batched GEMM over its components with no transposing copy; mul_ir blocks of l > 0
+// still take one copy each.
 #include <ATen/ATen.h>
 
 #include <vector>
@@ -33,9 +34,10 @@ class IrrepsLinear {
   IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irreps& out, int64_t fan_factor = 1);
 
   // The column layouts of the input and output tensors every later call passes (both mul_ir until
-  // set; transpose() reads the output's layout and writes the input's). An ir_mul input needs input
-  // blocks of l > 0 that are not adjacent copies of one irrep (in ir_mul each block is laid out on
-  // its own), else it throws.
+  // set; transpose() reads the output's layout and writes the input's). An input run of adjacent
+  // blocks of one irrep is one span, in either layout; an ir_mul output needs output blocks of
+  // l > 0 that are not adjacent copies of one irrep (each output block is written on its own), else
+  // it throws.
   IrrepsLinear& set_layouts(IrrepsLayout in, IrrepsLayout out);
 
   // x [n, dim(in)] -> y [n, dim(out)]
@@ -89,7 +91,7 @@ class IrrepsLinear {
   void components_forward(const Term& t, const at::Tensor& x, const at::Tensor& y, bool accumulate) const;
   void components_transpose(const Term& t, const at::Tensor& g, const at::Tensor& y, bool accumulate) const;
   bool transpose_writes_each_column_once_ = true;
-  bool merged_blocks_ = false;  // some span of l > 0 joins adjacent input blocks (mul_ir only)
+  bool adjacent_outputs_ = false;  // adjacent output blocks of one irrep with l > 0
 };
 
 }  // namespace flashmace

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/host_transfers.h"
+#include "engine/kernels/conv_tp_codegen.h"
 #include "engine/ops/first_layer.h"
 #include "engine/ops/radial_pairs.h"
 #include "engine/step/message_stage.h"
@@ -18,6 +19,26 @@
 #include "sc/sc_descriptor.h"
 
 namespace flashmace {
+
+namespace {
+
+// Layer t's conv TP op. Later layers of an engine whose node features are in ir_mul read linear_up's
+// output and write their message sums in ir_mul too, where the generated CUDA kernels take the layer
+// (conv_tp_codegen.h) and linear_up can write that layout (no adjacent output blocks of one irrep):
+// no transposing copies around the conv TP. (Layer 0's inputs are the elements' scalars.)
+ConvTPOp conv_tp_op(const InteractionParams& L, const Irreps& sh, const at::TensorOptions& options, int t,
+                    bool ir_mul) {
+  const ConvTPDescriptor d = ConvTPDescriptor::build(L.edge, sh, L.tp);
+  bool adjacent = false;
+  for (std::size_t i = 1; i < L.edge.size(); ++i) adjacent = adjacent || (L.edge[i].ir == L.edge[i - 1].ir && L.edge[i].ir.l > 0);
+  if (ir_mul && t > 0 && !adjacent && options.device().is_cuda() && conv_tp_specialization_unsupported(d).empty()) {
+    ConvTPOp op(ConvTPDescriptor::build(L.edge, sh, L.tp, /*ir_mul=*/true), options);
+    if (op.specialized()) return op;  // (else NVRTC failed, logged once: the table-driven kernels read mul_ir)
+  }
+  return ConvTPOp(d, options);
+}
+
+}  // namespace
 
 FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions options)
     : p_(std::move(params)),
@@ -31,6 +52,13 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
   hu0_table_ = e3nn_linear(h0_table_, L0.linear_up, L0.in, L0.edge);
   // With radial spline the tables replace the radial MLPs: no output layer to run on tensor cores.
   const Choice tf32 = options_.radial == RadialMode::Spline ? Choice::Off : options_.tf32;
+  // Node features, projected message sums and their gradients in ir_mul (irreps_linear.h): every
+  // node linear, the symmetric contraction's input and the first layer's folded projection read and
+  // write their blocks without transposing copies, and on the generated CUDA conv TP kernels also
+  // linear_up's output and the message sums (conv_tp_op above). NonLinear blocks keep mul_ir
+  // throughout.
+  const bool ir_mul =
+      std::none_of(p_.layers.begin(), p_.layers.end(), [](const InteractionParams& L) { return L.nonlinear; });
   for (std::size_t t = 0; t < p_.layers.size(); ++t) {
     const InteractionParams& L = p_.layers[t];
     ConvTPDescriptor d = ConvTPDescriptor::build(L.edge, p_.sh, L.tp);
@@ -41,7 +69,8 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     const bool plain_radial = !L.nonlinear && c.apply_cutoff;
     const bool reassociate =
         options_.reassociate != Choice::Off && t == 0 && plain_radial && FirstLayerOp::applies(d);
-    messages_.emplace_back(L, ConvTPOp(d, p_.options), tf32, reassociate, options_.tf32_split_min_rows);
+    messages_.emplace_back(L, conv_tp_op(L, p_.sh, p_.options, static_cast<int>(t), ir_mul), tf32, reassociate,
+                           options_.tf32_split_min_rows);
     MessageLayer& m = messages_.back();
     if (L.nonlinear) {
       m.nonlinear.emplace(p_, L);
@@ -74,12 +103,6 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
       options_.log("tf32 auto: the radial MLP's output layer on tensor cores in split TF32 (float32's accuracy) in "
                    "chunks of " + std::to_string(options_.tf32_split_min_rows) + " radial rows or more, layer " + split);
   }
-  // Node features, projected message sums and their gradients in ir_mul (irreps_linear.h): every
-  // node linear, the symmetric contraction's input and the first layer's folded projection read and
-  // write their blocks without transposing copies; the conv TP keeps mul_ir for its inputs (linear_up's
-  // output) and message sums (the projection's input). NonLinear blocks keep mul_ir throughout.
-  const bool ir_mul =
-      std::none_of(p_.layers.begin(), p_.layers.end(), [](const InteractionParams& L) { return L.nonlinear; });
   const IrrepsLayout features = ir_mul ? IrrepsLayout::IrMul : IrrepsLayout::MulIr;
   for (int t = 0; t < c.num_interactions; ++t) {
     const InteractionParams& L = p_.layers[t];
@@ -87,7 +110,8 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
     sc.input_ir_mul = ir_mul;
     sc_.emplace_back(sc, p_.options, options_.sc);
     up_.emplace_back(L.linear_up, L.in, L.edge);
-    up_.back().set_layouts(features, IrrepsLayout::MulIr);
+    const IrrepsLayout messages = messages_[t].tp.descriptor().ir_mul ? IrrepsLayout::IrMul : IrrepsLayout::MulIr;
+    up_.back().set_layouts(features, messages);
     // Without a density block the message sums are divided by avg_num_neighbors (mace_spec.md 6.4):
     // folded into the projection's weights, one elementwise pass each way fewer (node_stage.h).
     // NonLinear blocks project onto the gate's input (linear_1) and normalise by their density.
@@ -95,7 +119,7 @@ FastEngine::FastEngine(const ModelFile& file, MaceParams params, EngineOptions o
       project_.emplace_back(L.linear, L.tp.mid, L.gate);
     else
       project_.emplace_back(L.density ? L.linear : L.linear / L.avg_num_neighbors, L.tp.mid, L.target);
-    project_.back().set_layouts(IrrepsLayout::MulIr, features);
+    project_.back().set_layouts(messages, features);
     if (messages_[t].first) messages_[t].first->fold_projection(project_[t]);
     node_linears_.emplace_back(p_, t, features);
   }
