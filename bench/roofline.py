@@ -2,13 +2,13 @@
 """Where the fast engine's GPU step stands against the hardware's limits: Nsight Compute (ncu) on one
 flashmace-bench step, per kernel family.
 
-Runs flashmace-bench under ncu with CUDA graphs off (graph replays hide their kernels from ncu's
-kernel replay): the first step (with its setup), one warm-up and one timed step, profiling the
-kernels whose function names match --kernels (the default, names that start in lower case, leaves
-out CUB's Device* scans and compactions, which belong to list builds and whose kernel replay has
-hung ncu on this engine). Per kernel it collects the duration, the DRAM bytes read and written, the FP32
-instructions (FFMA counts twice) and ncu's own SM and tensor-pipe utilisation. The timed step's
-launches are the block that repeats the warm-up step's compute (timed_step). Per family (the kernel's function
+Runs flashmace-bench under ncu with collection off until the bench's --profile-step: one step as MD
+runs it (its CUDA graph replayed; ncu --graph-profiling node profiles each of the graph's kernels), after
+the warm-up and timed steps, so that no setup or list build is in the profile. It profiles the kernels
+whose function names match --kernels (the default, names that start in lower case, leaves out CUB's
+Device* scans, whose kernel replay has hung ncu on this engine). Per kernel it collects the duration,
+the DRAM bytes read and written, the FP32 instructions (FFMA counts twice) and ncu's own SM and
+tensor-pipe utilisation. Per family (the kernel's function
 name and first parameter type) it prints launches, time, share of the step's kernel time,
 achieved FP32 TFLOP/s and DRAM TB/s with their fractions of --fp32-peak and --hbm-peak, FLOP per
 DRAM byte and the utilisations (time-weighted).
@@ -63,18 +63,6 @@ def family(name):
     first = params.split(",")[0].rstrip(")").strip()
     first = [part for part in first.split("::") if part][-1].strip() if first else ""
     return f"{base}({first})" if first else base
-
-
-def timed_step(rows):
-    """The timed step's launches: the longest block whose kernel sequence repeats the block just
-    before it (the warm-up step's compute, after its setup); all rows when there is none.
-    flashmace-bench then also times a step on a new neighbour list, whose list build sets it apart."""
-    names = [r["kernel"] for r in rows]
-    for k in range(len(names) // 2, 0, -1):
-        for j in range(k, len(names) - k + 1):
-            if names[j - k:j] == names[j:j + k]:
-                return rows[j:j + k]
-    return rows
 
 
 def parse_ncu_csv(text):
@@ -155,7 +143,6 @@ def main():
     p.add_argument("--dtype", default="float32")
     p.add_argument("--ncu", default="ncu")
     p.add_argument("--kernels", default=DEFAULT_KERNELS, help="ncu --kernel-name filter")
-    p.add_argument("--launch-count", type=int, default=2000)
     p.add_argument("--fp32-peak", type=float, default=66.9, help="FP32 TFLOP/s of the GPU (H200 SXM: 66.9)")
     p.add_argument("--hbm-peak", type=float, default=4.8, help="HBM TB/s of the GPU (H200: 4.8)")
     p.add_argument("--bench-args", default="", help="more flashmace-bench arguments")
@@ -168,15 +155,15 @@ def main():
         sys.exit(f"roofline: ncu does not know {', '.join(missing)}")
     metrics = list(REQUIRED) + [m for m in OPTIONAL if m.split(".")[0] in known]
     cmd = [args.ncu, "--csv", "--page", "raw", "--metrics", ",".join(metrics), "--kernel-name", args.kernels,
-           "--launch-count", str(args.launch_count), args.bench, "--model", args.model, "--device", "cuda", "--a",
-           "3.61", "--cells", str(args.cells), "--dtype", args.dtype, "--warmup", "1", "--steps", "1",
-           "--no-breakdown", "--cuda-graph", "off", *args.bench_args.split()]
+           "--profile-from-start", "off", "--graph-profiling", "node", args.bench, "--model", args.model, "--device",
+           "cuda", "--a", "3.61", "--cells", str(args.cells), "--dtype", args.dtype, "--warmup", "2", "--steps", "1",
+           "--no-breakdown", "--profile-step", *args.bench_args.split()]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"roofline: {' '.join(cmd)} failed:\n{proc.stderr[-3000:]}\n{proc.stdout[-3000:]}")
-    rows = timed_step(parse_ncu_csv(proc.stdout))
+    rows = parse_ncu_csv(proc.stdout)
     summary = summarise(rows, args.fp32_peak, args.hbm_peak)
-    text = (f"ncu on flashmace-bench --cells {args.cells} --dtype {args.dtype} (CUDA graphs off), the timed step: "
+    text = (f"ncu on flashmace-bench --cells {args.cells} --dtype {args.dtype}, one MD step (its CUDA graph's kernels): "
             f"{len(rows)} launches, {sum(r['seconds'] for r in rows) * 1e3:.3f} ms of kernel time (each kernel "
             f"alone, caches flushed); peaks: FP32 "
             f"{args.fp32_peak} TFLOP/s, HBM {args.hbm_peak} TB/s\n\n" + table(summary) + "\n\nCommand: " + " ".join(cmd))

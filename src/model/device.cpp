@@ -13,6 +13,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -92,6 +93,16 @@ void synchronize_device(const std::string& device) {
   if (is_cuda(device)) c10::cuda::device_synchronize();
 #else
   (void)device;
+#endif
+}
+
+void cuda_profiler(const std::string& device, bool collect) {
+#ifdef FLASHMACE_TORCH_CUDA
+  if (!is_cuda(device)) return;
+  const cudaError_t err = collect ? cudaProfilerStart() : cudaProfilerStop();
+  if (err != cudaSuccess) throw Error(std::string("cuda profiler: ") + cudaGetErrorString(err));
+#else
+  (void)device, (void)collect;
 #endif
 }
 

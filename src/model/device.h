@@ -30,6 +30,10 @@ class StreamScope {
 };
 // Waits for the work queued on `cuda_stream` (null: the whole device, synchronize_device).
 void synchronize_stream(const std::string& device, void* cuda_stream);
+// Starts (collect) or stops the CUDA profiler's collection (cudaProfilerStart / cudaProfilerStop):
+// a profiler started with collection off (ncu --profile-from-start off) sees only what runs between.
+// Nothing for "cpu".
+void cuda_profiler(const std::string& device, bool collect);
 void reset_peak_memory(const std::string& device);
 // Returns the memory the allocator caches but nothing uses to the device (between measurements of
 // different systems in one process).

@@ -237,14 +237,15 @@ def test_roofline_parses_ncu_rows_into_kernel_families():
         roofline.parse_ncu_csv('"ID","Kernel Name"\n"",""\n"0","k"\n')
 
 
-def test_roofline_finds_the_timed_step_and_names_families():
-    # The timed step is the block that repeats the warm-up step's compute just before it; the warm-up's
-    # setup and the later step on a new list (its list build first) are left out.
+def test_roofline_names_families_and_the_bench_profiles_one_step():
+    # roofline.py profiles the one step flashmace-bench runs between cudaProfilerStart and Stop
+    # (--profile-step; on the CPU the step runs and nothing is collected).
     sys.path.insert(0, os.path.join(os.environ["FLASHMACE_SOURCE_DIR"], "bench"))
     import roofline
-    names = ["setup_a", "setup_b", "k1", "k2", "k1", "k3", "k1", "k2", "k1", "k3", "sort", "k1", "k2", "k1", "k3"]
-    rows = [{"kernel": n, "i": i} for i, n in enumerate(names)]
-    assert [r["i"] for r in roofline.timed_step(rows)] == [6, 7, 8, 9]
+    proc = subprocess.run([BENCH, "--model", MODEL, "--warmup", "1", "--steps", "1", "--cells", "2", "--no-breakdown",
+                           "--profile-step"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "one step profiled" in proc.stderr
     assert roofline.family("void flashmace::<unnamed>::backward_kernel<float, 16>(flashmace::SpeciesOuterArgs<T1>, "
                            "const T1 *)") == "backward_kernel(SpeciesOuterArgs)"
     assert roofline.family("void native::(anonymous namespace)::CatArrayBatchedCopy<native::OpaqueType<4>, unsigned "

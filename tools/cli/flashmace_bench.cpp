@@ -39,6 +39,8 @@ const char* kUsage =
     "options:\n"
     "  --warmup N (2)  --steps N (5)\n"
     "  --no-breakdown      skip the per-stage breakdown (it costs extra synchronised steps)\n"
+    "  --profile-step      after the timed steps, one more between cudaProfilerStart and Stop (for a\n"
+    "                      profiler started with collection off: ncu --profile-from-start off)\n"
     "  --skin S            also time MD steps on a neighbour list with an S A skin, as the pair styles\n"
     "                      run them: the list adopted once, then positions only (atoms moving), the\n"
     "                      cutoff applied on the device; results copied back to the host each step\n"
@@ -53,7 +55,7 @@ struct Options {
   double a = 3.61, perturb = 0.05, skin = 0;
   int cells = 6, atoms = 0, warmup = 2, steps = 5, max_cells = 64;
   unsigned seed = 1;
-  bool breakdown = true, sweep = false;
+  bool breakdown = true, sweep = false, profile_step = false;
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -114,6 +116,8 @@ Options parse(int argc, char** argv) {
       o.skin = std::stod(value());
     else if (a == "--no-breakdown")
       o.breakdown = false;
+    else if (a == "--profile-step")
+      o.profile_step = true;
     else if (a == "--sweep")
       o.sweep = true;
     else if (a == "--max-cells")
@@ -245,6 +249,15 @@ Measurement measure(flashmace::Evaluator& model, const flashmace::Structure& s, 
   m.peak_reserved_bytes = flashmace::peak_reserved_bytes(o.engine.device);
   if (o.engine.device == "cpu") m.cpu_block_peak_bytes = flashmace::cpu_buffer_cache_stats().peak_live_bytes;
   m.energy = resident->energy();
+  if (o.profile_step) {
+    // One step as the timed ones ran (a captured graph replayed), alone in the profiler's collection.
+    flashmace::synchronize_device(o.engine.device);
+    flashmace::cuda_profiler(o.engine.device, true);
+    resident->evaluate(model);
+    flashmace::synchronize_device(o.engine.device);
+    flashmace::cuda_profiler(o.engine.device, false);
+    std::fprintf(stderr, "flashmace-bench: one step profiled (cudaProfilerStart .. Stop)\n");
+  }
 
   if (o.breakdown) {
     // On a GPU the timed steps above ran padded to a CUDA-graph bucket; steps under a stage timer
