@@ -1,8 +1,8 @@
 // The fused CUDA compaction of a skin list (engine/kernels/skin_compaction_kernels.h) against its
 // ATen formulation (SkinList::compact_reference, the CPU's path) on the same list and positions:
 // every output integer for integer and bit for bit, with and without radial pairs, folded images
-// and ghost rows, both pair-share dtypes; and on outgrown buckets the same status with every index
-// still inside its array.
+// and ghost rows, both pair-share dtypes, one block and receiver rows in three blocks (an edge chunk
+// each); and on outgrown buckets the same status with every index still inside its array.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -57,10 +57,11 @@ Domain make_domain(bool ghosts, const at::Device& d) {
   return out;
 }
 
-SkinList make_skin(const Domain& dom, bool pairs, at::ScalarType dtype) {
+// blocks: receiver rows in blocks of 40 (3 blocks; one edge chunk each), else one block.
+SkinList make_skin(const Domain& dom, bool pairs, at::ScalarType dtype, bool blocks) {
   TopologyOptions o;
-  o.edge_chunk = dom.list.graph.sender.size(0) + 4096;  // one block: the fused kernels' layout
-  o.atom_chunk = dom.list.nlocal;
+  o.edge_chunk = dom.list.graph.sender.size(0) + 4096;
+  o.atom_chunk = blocks ? 40 : dom.list.nlocal;
   o.padded_atoms = dom.list.graph.species.size(0) + 37;  // padding atoms past the last node
   o.sender_csr = true;
   o.atom_sums = true;
@@ -71,12 +72,12 @@ SkinList make_skin(const Domain& dom, bool pairs, at::ScalarType dtype) {
 // Copies of everything compact() writes, so that both formulations fill their own.
 struct Outputs {
   EdgeTopology topo;
-  RadialPairs pairs;
+  std::vector<RadialPairs> pairs;  // one per chunk, or none
   at::Tensor v64;
 };
 
 Outputs fresh_outputs(const SkinList& skin) {
-  Outputs o{skin.topology, skin.pairs.empty() ? RadialPairs{} : skin.pairs.front(), {}};
+  Outputs o{skin.topology, skin.pairs, {}};
   EdgeTopology& t = o.topo;
   for (at::Tensor* x : {&t.sender, &t.receiver, &t.z_sender, &t.z_receiver, &t.sender_slot, &t.sender_order,
                         &t.sender_ptr, &t.sender_counts, &t.receiver_ptr, &t.receiver_counts})
@@ -84,9 +85,7 @@ Outputs fresh_outputs(const SkinList& skin) {
   for (auto& r : t.chunk_rows) r = r.clone();
   for (auto& r : t.chunk_row_ptr) r = r.clone();
   for (auto& c : t.chunk_senders) c = XIndexCsr{c.perm.clone(), c.ptr.clone(), {}};
-  if (o.pairs.index.defined())
-    o.pairs = RadialPairs{o.pairs.index.clone(), o.pairs.first.clone(), o.pairs.second.clone(), o.pairs.share.clone(),
-                          o.pairs.rows};
+  for (RadialPairs& p : o.pairs) p = RadialPairs{p.index.clone(), p.first.clone(), p.second.clone(), p.share.clone(), p.rows};
   o.v64 = at::full({t.padded_edges, 3}, -7.0, skin.status().options());
   return o;
 }
@@ -94,17 +93,23 @@ Outputs fresh_outputs(const SkinList& skin) {
 std::vector<std::pair<std::string, at::Tensor>> named(const Outputs& o) {
   const EdgeTopology& t = o.topo;
   std::vector<std::pair<std::string, at::Tensor>> out = {
-      {"sender", t.sender},           {"receiver", t.receiver},         {"z_sender", t.z_sender},
-      {"z_receiver", t.z_receiver},   {"sender_slot", t.sender_slot},   {"chunk_rows", t.chunk_rows.front()},
-      {"chunk_row_ptr", t.chunk_row_ptr.front()}, {"csr perm", t.chunk_senders.front().perm},
-      {"csr ptr", t.chunk_senders.front().ptr},   {"sender_order", t.sender_order},
-      {"sender_ptr", t.sender_ptr},   {"sender_counts", t.sender_counts}, {"receiver_ptr", t.receiver_ptr},
-      {"receiver_counts", t.receiver_counts},     {"vectors", o.v64}};
-  if (o.pairs.index.defined()) {
-    out.push_back({"pair index", o.pairs.index});
-    out.push_back({"pair first", o.pairs.first});
-    out.push_back({"pair second", o.pairs.second});
-    out.push_back({"pair share", o.pairs.share});
+      {"sender", t.sender},         {"receiver", t.receiver},         {"z_sender", t.z_sender},
+      {"z_receiver", t.z_receiver}, {"sender_slot", t.sender_slot},   {"sender_order", t.sender_order},
+      {"sender_ptr", t.sender_ptr}, {"sender_counts", t.sender_counts}, {"receiver_ptr", t.receiver_ptr},
+      {"receiver_counts", t.receiver_counts},   {"vectors", o.v64}};
+  for (std::size_t k = 0; k < t.chunk_rows.size(); ++k) {
+    const std::string c = " of chunk " + std::to_string(k);
+    out.push_back({"chunk_rows" + c, t.chunk_rows[k]});
+    out.push_back({"chunk_row_ptr" + c, t.chunk_row_ptr[k]});
+    out.push_back({"csr perm" + c, t.chunk_senders[k].perm});
+    out.push_back({"csr ptr" + c, t.chunk_senders[k].ptr});
+  }
+  for (std::size_t k = 0; k < o.pairs.size(); ++k) {
+    const std::string c = " of chunk " + std::to_string(k);
+    out.push_back({"pair index" + c, o.pairs[k].index});
+    out.push_back({"pair first" + c, o.pairs[k].first});
+    out.push_back({"pair second" + c, o.pairs[k].second});
+    out.push_back({"pair share" + c, o.pairs[k].share});
   }
   return out;
 }
@@ -112,18 +117,13 @@ std::vector<std::pair<std::string, at::Tensor>> named(const Outputs& o) {
 // Both formulations at `positions`; returns their statuses (fused, reference).
 std::pair<at::Tensor, at::Tensor> compact_both(SkinList& skin, const at::Tensor& positions, Outputs* fused,
                                                Outputs* reference) {
-  // (one block: one chunk's pairs or none; the tensors are shared, so the writes land in Outputs)
-  auto chunks = [](const Outputs* o) {
-    return o->pairs.index.defined() ? std::vector<RadialPairs>{o->pairs} : std::vector<RadialPairs>{};
-  };
-  std::vector<RadialPairs> fused_pairs = chunks(fused), reference_pairs = chunks(reference);
-  skin.compact(positions, &fused->topo, &fused_pairs, &fused->v64);
+  skin.compact(positions, &fused->topo, &fused->pairs, &fused->v64);
   const at::Tensor fused_status = skin.status().cpu().clone();
-  skin.compact_reference(positions, &reference->topo, &reference_pairs, &reference->v64);
+  skin.compact_reference(positions, &reference->topo, &reference->pairs, &reference->v64);
   return {fused_status, skin.status().cpu().clone()};
 }
 
-class GpuSkinCompaction : public ::testing::TestWithParam<std::tuple<bool, bool, at::ScalarType>> {
+class GpuSkinCompaction : public ::testing::TestWithParam<std::tuple<bool, bool, at::ScalarType, bool>> {
  protected:
   void SetUp() override {
     if (!testing::gpu_kernels_available()) GTEST_SKIP() << "no CUDA GPU or no CUDA kernels built";
@@ -131,11 +131,12 @@ class GpuSkinCompaction : public ::testing::TestWithParam<std::tuple<bool, bool,
 };
 
 TEST_P(GpuSkinCompaction, EqualsTheAtenFormulationBitForBit) {
-  const auto [ghosts, pairs, dtype] = GetParam();
+  const auto [ghosts, pairs, dtype, blocks] = GetParam();
   const at::Device d(at::kCUDA, 0);
   const Domain dom = make_domain(ghosts, d);
-  SkinList skin = make_skin(dom, pairs, dtype);
+  SkinList skin = make_skin(dom, pairs, dtype, blocks);
   ASSERT_EQ(skin.pairs.empty(), !pairs);
+  ASSERT_EQ(skin.blocks(), blocks ? 3 : 1);
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> u(-0.04, 0.04);
   for (int step = 0; step < 4; ++step) {
@@ -158,10 +159,10 @@ TEST_P(GpuSkinCompaction, EqualsTheAtenFormulationBitForBit) {
 }
 
 TEST_P(GpuSkinCompaction, OutgrownBucketsKeepEveryIndexInBounds) {
-  const auto [ghosts, pairs, dtype] = GetParam();
+  const auto [ghosts, pairs, dtype, blocks] = GetParam();
   const at::Device d(at::kCUDA, 0);
   const Domain dom = make_domain(ghosts, d);
-  SkinList skin = make_skin(dom, pairs, dtype);
+  SkinList skin = make_skin(dom, pairs, dtype, blocks);
   // Compressed by 6 %: ~20 % more pairs within the cutoff than the bucket's few percent headroom.
   skin.set_cell(dom.cell * 0.94);
   at::Tensor x = dom.positions * 0.94;
@@ -180,25 +181,31 @@ TEST_P(GpuSkinCompaction, OutgrownBucketsKeepEveryIndexInBounds) {
   const EdgeTopology& t = fused.topo;
   within(t.sender, 0, ntotal - 1, "sender");
   within(t.receiver, 0, dom.list.nlocal - 1, "receiver");
-  within(t.chunk_row_ptr.front(), 0, B, "chunk_row_ptr");
-  within(t.chunk_row_ptr.front().diff(), 0, B, "row sizes");
-  within(t.chunk_senders.front().perm, 0, B - 1, "csr perm");
   within(t.sender_ptr.diff(), 0, B, "sender rows");
   within(t.receiver_ptr, 0, B, "receiver_ptr");
   EXPECT_EQ(t.receiver_ptr.size(0), A + 1);
-  if (pairs) {
-    within(fused.pairs.index, 0, fused.pairs.rows - 1, "pair index");
-    within(fused.pairs.first, 0, B - 1, "pair first");
-    within(fused.pairs.second, -1, B - 1, "pair second");
+  for (std::size_t k = 0; k < t.chunk_rows.size(); ++k) {
+    const int64_t Bk = t.chunk_rows[k].size(0);  // (the chunk's bucket)
+    within(t.chunk_row_ptr[k], 0, Bk, "chunk_row_ptr");
+    within(t.chunk_row_ptr[k].diff(), 0, Bk, "row sizes");
+    within(t.chunk_senders[k].perm, 0, Bk - 1, "csr perm");
+    if (pairs) {
+      within(fused.pairs[k].index, 0, fused.pairs[k].rows - 1, "pair index");
+      within(fused.pairs[k].first, 0, Bk - 1, "pair first");
+      within(fused.pairs[k].second, -1, Bk - 1, "pair second");
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Domains, GpuSkinCompaction,
-                         ::testing::Values(std::make_tuple(false, true, at::kDouble),
-                                           std::make_tuple(false, true, at::kFloat),
-                                           std::make_tuple(false, false, at::kDouble),
-                                           std::make_tuple(true, true, at::kFloat),
-                                           std::make_tuple(true, false, at::kDouble)));
+                         ::testing::Values(std::make_tuple(false, true, at::kDouble, false),
+                                           std::make_tuple(false, true, at::kFloat, false),
+                                           std::make_tuple(false, false, at::kDouble, false),
+                                           std::make_tuple(true, true, at::kFloat, false),
+                                           std::make_tuple(true, false, at::kDouble, false),
+                                           std::make_tuple(false, true, at::kDouble, true),
+                                           std::make_tuple(false, false, at::kFloat, true),
+                                           std::make_tuple(true, true, at::kDouble, true)));
 
 }  // namespace
 }  // namespace flashmace

@@ -32,6 +32,13 @@ __device__ double squared(const double v[3]) { return v[0] * v[0] + v[1] * v[1] 
 // Padding edges before row r: floor(r D / N).
 __device__ int64_t padding_before(int64_t r, int64_t D, int64_t N) { return N > 0 ? r * D / N : 0; }
 
+// Padding edges before atom a in the sender order (the padding edges of row r are atom row0 + r's).
+template <typename T>
+__device__ int64_t padding_before_atom(const SkinCompaction<T>& c, int64_t a, int64_t D) {
+  const int64_t r = a - c.row0;
+  return padding_before(r < 0 ? 0 : (r < c.N ? r : c.N), D, c.N);
+}
+
 // The scans are one exclusive scan over the masks side by side: the sender and row scans start from
 // the sums before them.
 template <typename T>
@@ -95,28 +102,28 @@ __global__ void scatter_kernel(SkinCompaction<T> c) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= c.F || c.edge_scan[e + 1] == c.edge_scan[e]) return;
   const int64_t D = padding_total(c);
-  const int64_t r = c.receiver[e], s = c.sender[e];
-  const int64_t pos = c.edge_scan[e] + padding_before(r, D, c.N);
+  const int64_t r = c.receiver[e], s = c.sender[e], row = r - c.row0;
+  const int64_t pos = c.edge_scan[e] + padding_before(row, D, c.N);
   if (c.sender_scan) {
-    const int64_t spos = sender_pos(c, c.sender_rank[e]) + padding_before(s < c.N ? s : c.N, D, c.N);
+    const int64_t spos = sender_pos(c, c.sender_rank[e]) + padding_before_atom(c, s, D);
     if (spos < c.B)
       for (int k = 0; k < 2; ++k)
         if (c.sender_perm[k]) c.sender_perm[k][spos] = pos < c.B ? pos : c.B - 1;
   }
   if (c.pair_index) {
-    const int64_t u = c.pair_index[e], row = row_pos(c, u);
-    if (c.pair_first[u] == e && row < c.bucket_rows) {
-      c.pair_first_out[row] = pos < c.B ? pos : c.B - 1;
+    const int64_t u = c.pair_index[e], prow = row_pos(c, u);
+    if (c.pair_first[u] == e && prow < c.bucket_rows) {
+      c.pair_first_out[prow] = pos < c.B ? pos : c.B - 1;
       const int64_t partner = c.pair_second[u];
       int64_t second = -1;
       if (partner >= 0) {
-        const int64_t ppos = c.edge_scan[partner] + padding_before(c.receiver[partner], D, c.N);
+        const int64_t ppos = c.edge_scan[partner] + padding_before(c.receiver[partner] - c.row0, D, c.N);
         if (ppos < c.B) second = ppos;
       }
-      c.pair_second_out[row] = second;
+      c.pair_second_out[prow] = second;
     }
     if (pos < c.B) {
-      c.pair_index_out[pos] = row < c.bucket_rows ? row : c.bucket_rows - 1;
+      c.pair_index_out[pos] = prow < c.bucket_rows ? prow : c.bucket_rows - 1;
       c.pair_share_out[pos] = c.pair_share[e];
     }
   }
@@ -126,7 +133,7 @@ __global__ void scatter_kernel(SkinCompaction<T> c) {
   for (int d = 0; d < 3; ++d) c.vectors[3 * pos + d] = v[d];
   c.out_sender[pos] = s;
   c.out_receiver[pos] = r;
-  c.chunk_rows[pos] = r;
+  c.chunk_rows[pos] = row;
   if (c.z_sender) {
     c.z_sender[pos] = c.z_node[s];
     c.z_receiver[pos] = c.z_node[r];
@@ -144,7 +151,7 @@ __device__ int64_t receiver_row(const SkinCompaction<T>& c, int64_t a, int64_t D
 
 template <typename T>
 __device__ int64_t sender_row(const SkinCompaction<T>& c, int64_t a, int64_t D) {
-  const int64_t p = sender_pos(c, c.sender_row_ptr[a]) + padding_before(a < c.N ? a : c.N, D, c.N);
+  const int64_t p = sender_pos(c, c.sender_row_ptr[a]) + padding_before_atom(c, a, D);
   return p < c.B ? p : c.B;
 }
 
@@ -155,36 +162,36 @@ __global__ void rows_kernel(SkinCompaction<T> c) {
   const int64_t D = padding_total(c);
   const int64_t used = c.pair_index ? row_pos(c, c.rows) : 0;
   if (t <= c.A) {
+    // (thread t: receiver row t of the list and sender atom t)
     const int64_t a = t, rp = receiver_row(c, a, D), rp_next = a < c.A ? receiver_row(c, a + 1, D) : c.B;
     if (a <= c.N) c.chunk_row_ptr[a] = rp;
     if (c.receiver_ptr) c.receiver_ptr[a] = rp;
     if (c.receiver_counts && a < c.A) c.receiver_counts[a] = rp_next - rp;
-    int64_t sp_next = 0;
     if (c.sender_scan) {
-      const int64_t sp = sender_row(c, a, D);
-      sp_next = a < c.A ? sender_row(c, a + 1, D) : c.B;
+      const int64_t sp = sender_row(c, a, D), sp_next = a < c.A ? sender_row(c, a + 1, D) : c.B;
       for (int k = 0; k < 2; ++k)
         if (c.sender_ptr_out[k]) c.sender_ptr_out[k][a] = sp;
       if (c.sender_counts && a < c.A) c.sender_counts[a] = sp_next - sp;
     }
     if (a < c.N) {
-      // The padding edges at the end of row a: self-edges far beyond the cutoff, one shared pair row,
-      // last among atom a's edges in the sender order.
-      const int64_t end = rp_next;
+      // The padding edges at the end of row a: self-edges of its atom g far beyond the cutoff, one
+      // shared pair row, last among atom g's edges in the sender order.
+      const int64_t g = a + c.row0, end = rp_next;
+      const int64_t sp_next = c.sender_scan ? sender_row(c, g + 1, D) : 0;
       int64_t begin = c.edge_scan[c.row_ptr[a + 1]] + padding_before(a, D, c.N);
       begin = begin < c.B ? begin : c.B;
       for (int64_t b = begin; b < end; ++b) {
         c.vectors[3 * b] = c.far;
         c.vectors[3 * b + 1] = 0;
         c.vectors[3 * b + 2] = 0;
-        c.out_sender[b] = a;
-        c.out_receiver[b] = a;
+        c.out_sender[b] = g;
+        c.out_receiver[b] = g;
         c.chunk_rows[b] = a;
         if (c.z_sender) {
-          c.z_sender[b] = c.z_node[a];
-          c.z_receiver[b] = c.z_node[a];
+          c.z_sender[b] = c.z_node[g];
+          c.z_receiver[b] = c.z_node[g];
         }
-        c.sender_slot[b] = c.slot_node[a];
+        c.sender_slot[b] = c.slot_node[g];
         if (c.pair_index) {
           c.pair_index_out[b] = used < c.bucket_rows ? used : c.bucket_rows - 1;
           c.pair_share_out[b] = T(1);
@@ -212,9 +219,11 @@ __global__ void rows_kernel(SkinCompaction<T> c) {
     const int64_t count = c.edge_scan[c.F];
     double overflow = count > c.B ? 1 : 0;
     if (c.pair_index && used + 1 > c.bucket_rows) overflow += 1;
-    c.status[0] = overflow;
-    c.status[1] = c.words[0] ? __longlong_as_double(static_cast<long long>(~c.words[0])) : 1e300;
-    c.status[2] = static_cast<double>(c.words[1]);
+    const double closest = c.words[0] ? __longlong_as_double(static_cast<long long>(~c.words[0])) : 1e300;
+    const double bad = static_cast<double>(c.words[1]);
+    c.status[0] = c.status_adds ? c.status[0] + overflow : overflow;
+    c.status[1] = c.status_adds ? fmin(c.status[1], closest) : closest;
+    c.status[2] = c.status_adds ? fmax(c.status[2], bad) : bad;
     c.words[0] = c.words[1] = 0;  // (for the next compaction: the mask kernel's atomics start from zero)
   }
 }

@@ -14,6 +14,10 @@
 //      the pair rows past the used ones, and (one thread) the status, resetting the two words.
 // When the edges or rows outgrow the buckets, every index written stays in bounds (a step replayed
 // on them reads garbage, never out of bounds) and the status says so.
+// A list cut into blocks of receiver rows (skin_list.h) runs one pass per block: its listed edges,
+// rows row0 .. row0 + N - 1 and its own bucket (an edge chunk), the later blocks adding into the
+// status; the per-atom sums' order over all chunks (receiver_ptr, sender_perm[1], ...) is then the
+// caller's.
 // Torch-free: device pointers and a cudaStream_t.
 #include <cstddef>
 #include <cstdint>
@@ -23,15 +27,16 @@ namespace flashmace {
 // T: the model's dtype (the pair shares).
 template <typename T>
 struct SkinCompaction {
-  // The list: F edges in receiver order over N owned rows; A padded atoms; a bucket of B edges.
-  int64_t F = 0, N = 0, A = 0, B = 0, ntotal = 0;
+  // The list: F edges in receiver order over N owned rows (atoms row0 .. row0 + N - 1; rows are
+  // counted from row0); A padded atoms; a bucket of B edges.
+  int64_t F = 0, N = 0, A = 0, B = 0, ntotal = 0, row0 = 0;
   double cutoff2 = 0;  // r_max^2
   double far = 0;      // the x component of a padding edge's vector (beyond every cutoff)
   const double* positions = nullptr;        // [ntotal, 3]
   const double* shift = nullptr;            // [F, 3] image . cell
   const int64_t* receiver = nullptr;        // [F]
   const int64_t* sender = nullptr;          // [F]
-  const int64_t* row_ptr = nullptr;         // [N + 1]
+  const int64_t* row_ptr = nullptr;         // [N + 1] from 0
   const int64_t* sender_rank = nullptr;     // [F] each edge's place in the sender order (null: no sender order)
   const int64_t* sender_row_ptr = nullptr;  // [A + 1] over the sender order
   const int64_t* z_node = nullptr;          // [ntotal] atomic numbers
@@ -58,7 +63,7 @@ struct SkinCompaction {
   int64_t* z_sender = nullptr;  // (both null: the topology holds no atomic numbers)
   int64_t* z_receiver = nullptr;
   int64_t* sender_slot = nullptr;
-  int64_t* chunk_rows = nullptr;
+  int64_t* chunk_rows = nullptr;     // the row (from row0)
   int64_t* chunk_row_ptr = nullptr;  // [N + 1]
   int64_t* sender_perm[2] = {nullptr, nullptr};     // the sender order (chunk CSR, atom sums)
   int64_t* sender_ptr_out[2] = {nullptr, nullptr};  // [A + 1]
@@ -70,6 +75,7 @@ struct SkinCompaction {
   int64_t* pair_second_out = nullptr;  // [bucket_rows]
   T* pair_share_out = nullptr;
   double* status = nullptr;  // [3]: overflow, closest squared length within the cutoff, non-finite components
+  bool status_adds = false;  // combine with the status there (a later block) instead of writing it
 };
 
 // CUB's temporary bytes for in-place exclusive scans of up to `items` int64 values.

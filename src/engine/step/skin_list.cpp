@@ -160,7 +160,11 @@ SkinList SkinList::build(const ListTensors& list, const at::Tensor& positions, c
     p.share = at::ones({t.padded_edges, 1}, s.f_share_.options());
     s.pairs.assign(1, p);
   }
-  s.blocks_.push_back(Block{0, list.nlocal, 0, F, 0, t.padded_edges, {}});
+  Block whole;
+  whole.nrows = list.nlocal;
+  whole.list1 = F;
+  whole.bucket = t.padded_edges;
+  s.blocks_.push_back(whole);
 #if FLASHMACE_CUDA_KERNELS
   if (full.is_cuda()) {
     const int64_t rows = s.f_first_.defined() ? s.f_first_.size(0) : 0;
@@ -249,7 +253,42 @@ void SkinList::build_blocks(const at::Tensor& full, const at::Tensor& within_mas
       this->pairs.push_back(p);
     }
   }
+#if FLASHMACE_CUDA_KERNELS
+  if (full.is_cuda()) {
+    // The fused pass per block: its row pointers from 0 and its own sender order; one set of scan
+    // buffers, the largest block's (the blocks compact one after another on the stream).
+    int64_t most = 0;
+    for (Block& x : blocks) {
+      const int64_t L = x.list1 - x.list0;
+      x.row_ptr = f_row_ptr_.narrow(0, x.row0, x.nrows + 1) - x.list0;
+      if (!topology.chunk_senders.empty()) {
+        const XIndexCsr c = xindex_csr(f_send_.narrow(0, x.list0, L), topology.padded_atoms);
+        x.sender_rank = at::empty_like(c.perm).index_put_({c.perm}, at::arange(L, i64));
+        x.sender_ptr = c.ptr;
+      }
+      const int64_t rows = x.list_pairs.first.defined() ? x.list_pairs.first.size(0) : 0;
+      most = std::max(most, 2 * (L + 1) + rows + 1);
+    }
+    scans_ = at::empty({most}, i64);
+    const c10::cuda::CUDAGuard guard(full.device());
+    scan_temp_ = at::empty({static_cast<int64_t>(skin_compaction_scan_bytes(most))}, full.options().dtype(at::kByte));
+    words_ = at::zeros({2}, i64);
+  }
+#endif
   blocks_ = std::move(blocks);
+}
+
+void SkinList::atom_sums_order(EdgeTopology* topo) {
+  if (!topo->sender_order.defined()) return;
+  // Deterministic per-atom sums: every edge in sender order (stable), and the rows' extents.
+  const int64_t A = topo->padded_atoms;
+  const XIndexCsr s = xindex_csr(topo->sender, A);
+  topo->sender_order.copy_(s.perm);
+  topo->sender_ptr.copy_(s.ptr);
+  topo->sender_counts.copy_(s.ptr.diff());
+  const at::Tensor counts = at::bincount(topo->receiver, {}, A);
+  topo->receiver_counts.copy_(counts);
+  topo->receiver_ptr.copy_(prefix(counts));
 }
 
 // Block by block, compact_reference()'s steps on the block's rows and listed edges, into its chunk;
@@ -297,24 +336,16 @@ void SkinList::compact_blocks(const at::Tensor& positions, EdgeTopology* topo, s
     topo->chunk_rows[k].copy_(row);
     topo->chunk_row_ptr[k].copy_(rp);
     if (!topo->chunk_senders.empty()) {
-      const XIndexCsr c = xindex_csr(send, A);
-      topo->chunk_senders[k].perm.copy_(c.perm);
-      topo->chunk_senders[k].ptr.copy_(c.ptr);
+      // By sender (stable), each atom's padding edges after its real ones, as the CUDA pass orders them.
+      const at::Tensor key = send * 2 + (~real).to(at::kLong);
+      topo->chunk_senders[k].perm.copy_(std::get<1>(at::sort(key, /*stable=*/true, 0, false)));
+      topo->chunk_senders[k].ptr.copy_(prefix(at::bincount(send, {}, A)));
     }
     if (pairs && !pairs->empty()) compact_block_pairs(b, len2, pos, real, srcc, &(*pairs)[k], &overflow);
     overflow = overflow + (count > B).to(at::kLong);
     if (L > 0) closest = at::minimum(closest, at::where(m, len2, at::full({1}, 1e300, len2.options())).min().reshape({1}));
   }
-  if (topo->sender_order.defined()) {
-    // Deterministic per-atom sums: every edge in sender order (stable), and the rows' extents.
-    const XIndexCsr s = xindex_csr(topo->sender, A);
-    topo->sender_order.copy_(s.perm);
-    topo->sender_ptr.copy_(s.ptr);
-    topo->sender_counts.copy_(s.ptr.diff());
-    const at::Tensor counts = at::bincount(topo->receiver, {}, A);
-    topo->receiver_counts.copy_(counts);
-    topo->receiver_ptr.copy_(prefix(counts));
-  }
+  atom_sums_order(topo);
   const at::Tensor non_finite = (~at::isfinite(positions)).sum().to(at::kDouble).reshape({1});
   status_.copy_(at::cat({overflow.to(at::kDouble), closest, non_finite}));
 }
@@ -399,7 +430,7 @@ at::Tensor SkinList::within_edges(const at::Tensor& len2) const {
 
 void SkinList::compact(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs,
                        at::Tensor* v64) {
-  if (scans_.defined()) return compact_cuda(positions, topo, pairs && !pairs->empty() ? &pairs->front() : nullptr, v64);
+  if (scans_.defined()) return compact_cuda(positions, topo, pairs, v64);
   compact_reference(positions, topo, pairs, v64);
 }
 
@@ -511,81 +542,101 @@ int64_t* ptr(const at::Tensor& t) { return t.defined() ? t.data_ptr<int64_t>() :
 }  // namespace
 #endif
 
-void SkinList::compact_cuda(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64) {
+void SkinList::compact_cuda(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pair_chunks,
+                            at::Tensor* v64) {
 #if FLASHMACE_CUDA_KERNELS
-  const int64_t F = f_send_.size(0), rows = f_first_.defined() ? f_first_.size(0) : 0;
+  const bool several = blocks_.size() > 1;
   const bool sender_csr = !topo->chunk_senders.empty(), sums = topo->sender_order.defined();
   const at::Tensor x = positions.contiguous();
   const c10::cuda::CUDAGuard guard(x.device());
-  auto fill = [&](auto* c) {
-    c->F = F;
-    c->N = nlocal_;
-    c->A = topo->padded_atoms;
-    c->B = topo->padded_edges;
-    c->ntotal = x.size(0);
-    c->cutoff2 = cutoff_ * cutoff_;
-    c->far = 4.0 * cutoff_ + 10.0;
-    c->positions = x.data_ptr<double>();
-    c->shift = shift_.data_ptr<double>();
-    c->receiver = ptr(f_recv_);
-    c->sender = ptr(f_send_);
-    c->row_ptr = ptr(f_row_ptr_);
-    c->z_node = ptr(z_node_);
-    c->slot_node = ptr(slot_node_);
-    int64_t* scans = ptr(scans_);
-    c->edge_scan = scans;
-    if (sender_csr || sums) {
-      c->sender_rank = ptr(f_sender_rank_);
-      c->sender_row_ptr = ptr(f_sender_ptr_);
-      c->sender_scan = scans + (F + 1);
-    }
-    c->scan_temp = scan_temp_.data_ptr();
-    c->scan_temp_bytes = static_cast<std::size_t>(scan_temp_.numel());
-    c->words = reinterpret_cast<unsigned long long*>(words_.data_ptr<int64_t>());
-    c->vectors = v64->data_ptr<double>();
-    c->out_sender = ptr(topo->sender);
-    c->out_receiver = ptr(topo->receiver);
-    if (topo->z_sender.defined()) {
-      c->z_sender = ptr(topo->z_sender);
-      c->z_receiver = ptr(topo->z_receiver);
-    }
-    c->sender_slot = ptr(topo->sender_slot);
-    c->chunk_rows = ptr(topo->chunk_rows.front());
-    c->chunk_row_ptr = ptr(topo->chunk_row_ptr.front());
-    if (sender_csr) {
-      c->sender_perm[0] = ptr(topo->chunk_senders.front().perm);
-      c->sender_ptr_out[0] = ptr(topo->chunk_senders.front().ptr);
-    }
-    if (sums) {
-      c->sender_perm[1] = ptr(topo->sender_order);
-      c->sender_ptr_out[1] = ptr(topo->sender_ptr);
-      c->sender_counts = ptr(topo->sender_counts);
-      c->receiver_ptr = ptr(topo->receiver_ptr);
-      c->receiver_counts = ptr(topo->receiver_counts);
-    }
-    c->status = status_.data_ptr<double>();
-  };
   void* stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
-  AT_DISPATCH_FLOATING_TYPES(f_share_.defined() ? f_share_.scalar_type() : at::kDouble, "skin_compaction", [&] {
-    SkinCompaction<scalar_t> c;
-    fill(&c);
-    if (pairs) {
-      c.rows = rows;
-      c.bucket_rows = pairs->rows;
-      c.pair_index = ptr(f_index_);
-      c.pair_first = ptr(f_first_);
-      c.pair_second = ptr(f_second_);
-      c.pair_share = f_share_.data_ptr<scalar_t>();
-      c.row_scan = ptr(scans_) + (F + 1) + (c.sender_scan ? F + 1 : 0);  // (the masks side by side)
-      c.pair_index_out = ptr(pairs->index);
-      c.pair_first_out = ptr(pairs->first);
-      c.pair_second_out = ptr(pairs->second);
-      c.pair_share_out = pairs->share.data_ptr<scalar_t>();
+  for (std::size_t k = 0; k < blocks_.size(); ++k) {
+    const Block& b = blocks_[k];
+    const int64_t L = b.list1 - b.list0;
+    // The block's pairing of its listed edges (one block: the list's), and its chunk's pairs.
+    RadialPairs* pairs = pair_chunks && !pair_chunks->empty() ? &(*pair_chunks)[k] : nullptr;
+    const at::Tensor p_index = several ? b.list_pairs.index : f_index_, p_first = several ? b.list_pairs.first : f_first_,
+                     p_second = several ? b.list_pairs.second : f_second_, p_share = several ? b.list_pairs.share : f_share_;
+    if (pairs && !p_first.defined()) {  // (no listed edge in the block: every slot reads row 0)
+      pairs->index.zero_();
+      pairs->first.zero_();
+      pairs->second.fill_(-1);
+      pairs->share.fill_(1);
+      pairs = nullptr;
     }
-    skin_compaction_cuda(c, stream);
-  });
+    const int64_t rows = pairs ? p_first.size(0) : 0;
+    auto fill = [&](auto* c) {
+      c->F = L;
+      c->N = b.nrows;
+      c->row0 = b.row0;
+      c->A = topo->padded_atoms;
+      c->B = b.bucket;
+      c->ntotal = x.size(0);
+      c->cutoff2 = cutoff_ * cutoff_;
+      c->far = 4.0 * cutoff_ + 10.0;
+      c->positions = x.data_ptr<double>();
+      c->shift = shift_.data_ptr<double>() + 3 * b.list0;
+      c->receiver = ptr(f_recv_) + b.list0;
+      c->sender = ptr(f_send_) + b.list0;
+      c->row_ptr = ptr(several ? b.row_ptr : f_row_ptr_);
+      c->z_node = ptr(z_node_);
+      c->slot_node = ptr(slot_node_);
+      int64_t* scans = ptr(scans_);
+      c->edge_scan = scans;
+      if (sender_csr || (sums && !several)) {
+        c->sender_rank = ptr(several ? b.sender_rank : f_sender_rank_);
+        c->sender_row_ptr = ptr(several ? b.sender_ptr : f_sender_ptr_);
+        c->sender_scan = scans + (L + 1);
+      }
+      c->scan_temp = scan_temp_.data_ptr();
+      c->scan_temp_bytes = static_cast<std::size_t>(scan_temp_.numel());
+      c->words = reinterpret_cast<unsigned long long*>(words_.data_ptr<int64_t>());
+      c->vectors = v64->data_ptr<double>() + 3 * b.offset;
+      c->out_sender = ptr(topo->sender) + b.offset;
+      c->out_receiver = ptr(topo->receiver) + b.offset;
+      if (topo->z_sender.defined()) {
+        c->z_sender = ptr(topo->z_sender) + b.offset;
+        c->z_receiver = ptr(topo->z_receiver) + b.offset;
+      }
+      c->sender_slot = ptr(topo->sender_slot) + b.offset;
+      c->chunk_rows = ptr(topo->chunk_rows[k]);
+      c->chunk_row_ptr = ptr(topo->chunk_row_ptr[k]);
+      if (sender_csr) {
+        c->sender_perm[0] = ptr(topo->chunk_senders[k].perm);
+        c->sender_ptr_out[0] = ptr(topo->chunk_senders[k].ptr);
+      }
+      if (sums && !several) {
+        c->sender_perm[1] = ptr(topo->sender_order);
+        c->sender_ptr_out[1] = ptr(topo->sender_ptr);
+        c->sender_counts = ptr(topo->sender_counts);
+        c->receiver_ptr = ptr(topo->receiver_ptr);
+        c->receiver_counts = ptr(topo->receiver_counts);
+      }
+      c->status = status_.data_ptr<double>();
+      c->status_adds = k > 0;
+    };
+    AT_DISPATCH_FLOATING_TYPES(p_share.defined() ? p_share.scalar_type() : at::kDouble, "skin_compaction", [&] {
+      SkinCompaction<scalar_t> c;
+      fill(&c);
+      if (pairs) {
+        c.rows = rows;
+        c.bucket_rows = pairs->rows;
+        c.pair_index = ptr(p_index);
+        c.pair_first = ptr(p_first);
+        c.pair_second = ptr(p_second);
+        c.pair_share = p_share.data_ptr<scalar_t>();
+        c.row_scan = ptr(scans_) + (L + 1) + (c.sender_scan ? L + 1 : 0);  // (the masks side by side)
+        c.pair_index_out = ptr(pairs->index);
+        c.pair_first_out = ptr(pairs->first);
+        c.pair_second_out = ptr(pairs->second);
+        c.pair_share_out = pairs->share.data_ptr<scalar_t>();
+      }
+      skin_compaction_cuda(c, stream);
+    });
+  }
+  if (several) atom_sums_order(topo);
 #else
-  (void)positions, (void)topo, (void)pairs, (void)v64;
+  (void)positions, (void)topo, (void)pair_chunks, (void)v64;
   throw Error("skin list: built without CUDA kernels");
 #endif
 }

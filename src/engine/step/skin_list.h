@@ -19,8 +19,9 @@
 // A list too large for one edge chunk (or one node block) of the memory plan is cut into blocks of
 // whole receiver rows, each at most atom_chunk rows with a bucket of at most edge_chunk edges: each
 // block compacts into its own chunk of the bucket, with its own padding, and pairs the reverse
-// edges inside it (a pair split between blocks is two single rows). Those lists compact by the ATen
-// formulation, and their steps are not captured (large systems: few launches per edge).
+// edges inside it (a pair split between blocks is two single rows). On CUDA each block takes the
+// fused pass and the per-atom sums' order over all chunks follows in ATen; their steps are not
+// captured (large systems: few launches per edge).
 // Internal to the fast engine (ATen).
 #include <ATen/ATen.h>
 
@@ -91,7 +92,7 @@ class SkinList {
   // Compacts: the listed edges within the cutoff at `positions` into `topo` and `pairs` (the
   // shapes of `topology` and `pairs` below, one per chunk or none: their tensors are rewritten in
   // place, their storage kept) and their vectors into `v64` [bucket, 3]; writes status(). On CUDA
-  // with one block one fused pass (kernels/skin_compaction_kernels.h), else compact_reference().
+  // one fused pass per block (kernels/skin_compaction_kernels.h), else compact_reference().
   void compact(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs, at::Tensor* v64);
   // The same in ATen operations: the CPU's path, and the CUDA kernels' reference in the tests.
   void compact_reference(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs,
@@ -126,6 +127,9 @@ class SkinList {
   struct Block {
     int64_t row0 = 0, nrows = 0, list0 = 0, list1 = 0, offset = 0, bucket = 0;
     RadialPairs list_pairs;
+    // CUDA, several blocks: its row pointers from 0 [nrows + 1], each edge's place in the block's
+    // sender order [list1 - list0] and that order's pointers over the padded atoms.
+    at::Tensor row_ptr, sender_rank, sender_ptr;
   };
   // (within: [F] bool, the listed edges within the cutoff at the list build)
   void build_blocks(const at::Tensor& full, const at::Tensor& within, TopologyOptions options, bool pairs,
@@ -138,7 +142,10 @@ class SkinList {
   at::Tensor within(const at::Tensor& full) const;        // [F] bool
   at::Tensor within_edges(const at::Tensor& len2) const;  // [F] bool from the squared lengths
   at::Tensor within_rows(const at::Tensor& len2) const;   // [pair rows] bool, by each row's first edge
-  void compact_cuda(const at::Tensor& positions, EdgeTopology* topo, RadialPairs* pairs, at::Tensor* v64);
+  void compact_cuda(const at::Tensor& positions, EdgeTopology* topo, std::vector<RadialPairs>* pairs, at::Tensor* v64);
+  // The per-atom sums' sender and receiver order over every chunk (several blocks), from the
+  // compacted senders and receivers.
+  static void atom_sums_order(EdgeTopology* topo);
 
   double cutoff_ = 0;
   int64_t nlocal_ = 0;
@@ -155,7 +162,8 @@ class SkinList {
   at::Tensor z_node_, slot_node_;     // [ntotal] atomic number and element slot of each node
   at::Tensor status_;
   // The fused CUDA pass's own: each edge's place in the sender order [F], the scans' buffers
-  // [F + 1 | F + 1 | pair rows + 1], CUB's temporary bytes, two reset words.
+  // [F + 1 | F + 1 | pair rows + 1] (several blocks: the largest block's), CUB's temporary bytes,
+  // two reset words.
   at::Tensor f_sender_rank_, scans_, scan_temp_, words_;
   std::vector<Block> blocks_;
   at::Tensor status_host_;                      // [3] (CUDA: pinned)
