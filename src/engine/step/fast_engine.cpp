@@ -241,6 +241,7 @@ void FastEngine::choose_first_layer() {
 }
 
 void FastEngine::update_plan(int64_t atoms, int64_t edges, bool symmetric) {
+  symmetric = symmetric && !unpaired_seen_;
   if (atoms == planned_atoms_ && edges == planned_edges_ && symmetric == planned_symmetric_) return;
   const std::string device = p_.options.device().str();
   const double budget =
@@ -405,7 +406,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   const int64_t edges = may_pad ? padded_count(E, 1024) : E;
   // (atoms: only ghost rows change between graphs of one set of owned atoms)
   const int64_t atoms = options_.pad_to_bucket || (may_graph && ntotal > nlocal) ? padded_count(ntotal, 256) : ntotal;
-  update_plan(atoms, edges, nlocal == ntotal && !unpaired_seen_);
+  update_plan(atoms, edges, nlocal == ntotal);
   const bool use_graph = may_graph && plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal;
   // (in a graph step the pairs cost one check per step: no launches to save there)
   auto paired = [&](int64_t count) {

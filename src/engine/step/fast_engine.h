@@ -149,7 +149,7 @@ class FastEngine {
   void estimate_costs();  // costs_ from the model's shapes
   void choose_first_layer();  // reassociate auto: per element or per edge, from topology_'s elements
   // symmetric: every edge's reverse is in the graph (no ghosts), so a whole-step chunk may be planned
-  // at the paired costs (StageCosts)
+  // at the paired costs (StageCosts), unless a graph left edges unpaired before (unpaired_seen_)
   void update_plan(int64_t atoms, int64_t edges, bool symmetric);
   void check_pair_rows(int64_t rows, int64_t edges);
   // Whether the edges' atomic numbers are read (a distance transform, ZBL): else the topology
