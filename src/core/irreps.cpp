@@ -123,6 +123,12 @@ IrMulPlace ir_mul_place(const Irreps& irreps, std::size_t block) {
   return p;
 }
 
+bool ir_mul_runs_span_blocks(const Irreps& irreps) {
+  for (std::size_t i = 1; i < irreps.size(); ++i)
+    if (irreps[i].ir == irreps[i - 1].ir && irreps[i].ir.l > 0) return true;
+  return false;
+}
+
 std::vector<int> ir_mul_columns(const Irreps& irreps) {
   std::vector<int> columns;
   for (std::size_t i = 0; i < irreps.size(); ++i) {

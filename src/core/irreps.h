@@ -78,5 +78,8 @@ struct IrMulPlace {
 IrMulPlace ir_mul_place(const Irreps& irreps, std::size_t block);
 // [dim]: the ir_mul column of each mul_ir column.
 std::vector<int> ir_mul_columns(const Irreps& irreps);
+// Whether a run holds several blocks of an irrep with l > 0: then a block's channels are not
+// contiguous in ir_mul, so whoever writes block by block cannot write that layout.
+bool ir_mul_runs_span_blocks(const Irreps& irreps);
 
 }  // namespace flashmace

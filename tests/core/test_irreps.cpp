@@ -147,6 +147,10 @@ TEST(IrMulLayout, RunsOfOneIrrepShareTheirComponents) {
   // Blocks of one irrep that are not adjacent stay apart; scalars keep their columns.
   EXPECT_EQ(ir_mul_columns(Irreps::parse("1x1o+1x0e+1x1o")), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(ir_mul_columns(Irreps::parse("2x1o")), (std::vector<int>{0, 2, 4, 1, 3, 5}));
+  // Only a run of several l > 0 blocks interleaves a block's channels with another block's.
+  EXPECT_TRUE(ir_mul_runs_span_blocks(irreps));
+  EXPECT_FALSE(ir_mul_runs_span_blocks(Irreps::parse("1x1o+1x0e+1x1o")));
+  EXPECT_FALSE(ir_mul_runs_span_blocks(Irreps::parse("2x0e+3x0e+4x1o")));
 }
 
 }  // namespace

@@ -74,9 +74,7 @@ TEST_P(IrrepsLinearCase, ReadsAndWritesEitherLayout) {
   for (const IrrepsLayout a : {IrrepsLayout::MulIr, IrrepsLayout::IrMul})
     for (const IrrepsLayout b : {IrrepsLayout::MulIr, IrrepsLayout::IrMul}) {
       IrrepsLinear f(w, in, out);
-      bool adjacent = false;  // adjacent output blocks of one irrep with l > 0 (not written as one run)
-      for (std::size_t o = 1; o < out.size(); ++o) adjacent = adjacent || (out[o].ir == out[o - 1].ir && out[o].ir.l > 0);
-      if (b == IrrepsLayout::IrMul && adjacent) {
+      if (b == IrrepsLayout::IrMul && ir_mul_runs_span_blocks(out)) {
         EXPECT_THROW(f.set_layouts(a, b), Error);
         continue;
       }

@@ -220,8 +220,7 @@ IrrepsLinear::IrrepsLinear(const at::Tensor& weight, const Irreps& in, const Irr
     throw Error("irreps linear: " + std::to_string(weight.numel()) + " weights for " + in.str() + " -> " + out.str() +
                 ", which needs " + std::to_string(offset));
 
-  for (std::size_t o = 1; o < out.size(); ++o)
-    adjacent_outputs_ = adjacent_outputs_ || (out[o].ir == out[o - 1].ir && out[o].ir.l > 0);
+  adjacent_outputs_ = ir_mul_runs_span_blocks(out);
   for (std::size_t o = 0; o < out.size(); ++o) {
     Term term;
     term.out = {out_offset[o], out[o].mul};

@@ -29,9 +29,8 @@ namespace {
 ConvTPOp conv_tp_op(const InteractionParams& L, const Irreps& sh, const at::TensorOptions& options, int t,
                     bool ir_mul) {
   const ConvTPDescriptor d = ConvTPDescriptor::build(L.edge, sh, L.tp);
-  bool adjacent = false;
-  for (std::size_t i = 1; i < L.edge.size(); ++i) adjacent = adjacent || (L.edge[i].ir == L.edge[i - 1].ir && L.edge[i].ir.l > 0);
-  if (ir_mul && t > 0 && !adjacent && options.device().is_cuda() && conv_tp_specialization_unsupported(d).empty()) {
+  if (ir_mul && t > 0 && !ir_mul_runs_span_blocks(L.edge) && options.device().is_cuda() &&
+      conv_tp_specialization_unsupported(d).empty()) {
     ConvTPOp op(ConvTPDescriptor::build(L.edge, sh, L.tp, /*ir_mul=*/true), options);
     if (op.specialized()) return op;  // (else NVRTC failed, logged once: the table-driven kernels read mul_ir)
   }
