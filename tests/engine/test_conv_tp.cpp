@@ -44,6 +44,7 @@ TEST(ConvTPDescriptor, KeepsOnlyStructuralNonZerosWithAlpha) {
 
 TEST(ConvTPCodegen, SpecializableLayoutsCompileWithNvrtc) {
   if (std::string why; !nvrtc_available(&why)) GTEST_SKIP() << why;
+  int grouped = 0;
   for (const NamedLayout& l : specializable_layouts()) {
     std::string mul_ir_src;
     for (const bool ir_mul : {false, true}) {
@@ -51,6 +52,15 @@ TEST(ConvTPCodegen, SpecializableLayoutsCompileWithNvrtc) {
       ASSERT_EQ(conv_tp_specialization_unsupported(d), "") << l.name;
       const std::string src = generate_conv_tp_cuda_source(d);
       EXPECT_EQ(src, generate_conv_tp_cuda_source(d)) << "not deterministic: " << l.name;
+      // The forward's thread groups share the paths out: each output component is summed by one group.
+      grouped += conv_tp_forward_groups(d) > 1;
+      for (std::size_t P = 0; P < d.paths.size(); ++P)
+        for (int m = 0; m < d.paths[P].d3; ++m) {
+          const std::string sum = "double a" + std::to_string(P) + "_" + std::to_string(m) + " = 0.0;";
+          const std::size_t first = src.find(sum);
+          EXPECT_TRUE(first != std::string::npos && src.find(sum, first + 1) == std::string::npos)
+              << l.name << ": path " << P << " component " << m << " is not summed exactly once";
+        }
       if (ir_mul) {
         EXPECT_NE(src, mul_ir_src) << "the layouts share a source (and a cache entry): " << l.name;
       }
@@ -59,6 +69,7 @@ TEST(ConvTPCodegen, SpecializableLayoutsCompileWithNvrtc) {
       EXPECT_TRUE(c) << l.name << (ir_mul ? " ir_mul" : "") << ": " << c.error;
     }
   }
+  EXPECT_GT(grouped, 0) << "no layout here has a forward kernel in several thread groups";
 }
 
 TEST(ConvTPCodegen, NamesWhatItCannotSpecialize) {

@@ -13,6 +13,8 @@
 // ... + 1 shuffles for P padded components, instead of 5 per component).
 #include "engine/kernels/conv_tp_codegen.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -24,6 +26,10 @@ namespace {
 
 constexpr int kMaxMidPerChannel = 64;  // sum of d3 over paths: the backward keeps them in registers
 constexpr int kForwardEdgeBlock = 8;   // edges per float partial sum of the forward kernel
+// Message components per forward thread group. MP-0-medium's 40 in one thread took 167 registers in
+// float32 (12 warps per SM, the SMs 22 % busy at 864 atoms); in two groups 114, and the forward
+// kernel 0.425 -> 0.253 ms at 864 atoms on an H100. Three and four groups measured no better.
+constexpr int kForwardMidPerGroup = 24;
 
 int next_power_of_two(int n) {
   int p = 1;
@@ -66,52 +72,72 @@ std::map<int, const ConvTPPathDescriptor*> input_block_paths(const ConvTPDescrip
   return out;
 }
 
-// The edge loop's loads: this channel's x values of every block, the used Y components, R's row.
-void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
+// The edge loop's loads for `paths`: this channel's x values of the blocks they read, the Y
+// components they use, R's row.
+void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks,
+                     const std::vector<const ConvTPPathDescriptor*>& paths) {
   s << "    const T* __restrict__ xr = x + xindex[e] * " << d.dim_in1 << "LL;\n"
     << "    const T* __restrict__ ye = Y + e * " << d.dim_sh << "LL;\n"
     << "    const T* __restrict__ re = R + (rindex ? rindex[e] : e) * " << d.weight_numel << "LL + u;\n";
-  for (const auto& [offset, p] : input_block_paths(d))
+  std::map<int, const ConvTPPathDescriptor*> block_paths;
+  for (const ConvTPPathDescriptor* p : paths) block_paths.emplace(p->x_offset, p);
+  for (const auto& [offset, p] : block_paths)
     for (int m = 0; m < p->d1; ++m)
       s << "    const T x" << blocks.at(offset) << "_" << m << " = xr[" << column(d, offset, p->d1, p->x_place, m)
         << "];\n";
   std::vector<bool> used(d.dim_sh, false);
-  for (const ConvTPPathDescriptor& p : d.paths)
-    for (int m = 0; m < p.d2; ++m) used[p.y_offset + m] = true;
+  for (const ConvTPPathDescriptor* p : paths)
+    for (int m = 0; m < p->d2; ++m) used[p->y_offset + m] = true;
   for (int k = 0; k < d.dim_sh; ++k)
     if (used[k]) s << "    const T y" << k << " = ye[" << k << "];\n";
 }
 
-void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
-  // A row's sum runs over all its edges, so it accumulates in double for both dtypes (mace_spec.md's
-  // float32 runs keep long sums in float64): each product is formed in T, summed in T over blocks of
-  // kForwardEdgeBlock edges (bP_m), and each block's partial sum added in double (aP_m). Converting
-  // every term to double would cost one float->double conversion per term, a pipe 8x narrower than
-  // the FMAs on sm_90: it made the float32 kernel conversion-bound.
-  // With splits > 1 (few rows: more threads in flight), `splits` threads share a row's channel,
-  // each summing one contiguous part of its edges into part[split] (double); tp_forward_join adds
-  // the parts in split order (deterministic). With one split the row's sum goes straight to agg.
-  s << "template <typename T>\n__device__ __forceinline__ void tp_forward(const T* __restrict__ x, "
-       "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
-       "const long long* __restrict__ rindex, const long long* __restrict__ row_ptr, T* __restrict__ agg, "
-       "double* __restrict__ part, long long nrows, int splits) {\n";
-  s << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    << "  if (tid >= nrows * splits * " << d.max_mul << "LL) return;\n"
-    << "  const long long row = tid / (" << d.max_mul << "LL * splits);\n"
-    << "  const int split = (int)((tid / " << d.max_mul << ") % splits);\n"
-    << "  const int u = (int)(tid % " << d.max_mul << ");\n";
-  for (std::size_t P = 0; P < d.paths.size(); ++P)
+std::vector<const ConvTPPathDescriptor*> all_paths(const ConvTPDescriptor& d) {
+  std::vector<const ConvTPPathDescriptor*> out;
+  for (const ConvTPPathDescriptor& p : d.paths) out.push_back(&p);
+  return out;
+}
+
+// The forward kernel's thread groups: conv_tp_forward_groups(d) runs of consecutive paths (path
+// indices [first, last)) that minimise the largest group's work, a path's work being its
+// multiply-adds per edge and channel (two per Wigner-3j term, one per output component).
+std::vector<std::pair<std::size_t, std::size_t>> forward_path_groups(const ConvTPDescriptor& d) {
+  const std::size_t n = d.paths.size(), groups = static_cast<std::size_t>(conv_tp_forward_groups(d));
+  std::vector<long long> prefix(n + 1, 0);  // work of paths [0, P)
+  for (std::size_t P = 0; P < n; ++P)
+    prefix[P + 1] = prefix[P] + 2LL * (d.paths[P].entry_end - d.paths[P].entry_begin) + d.paths[P].d3;
+  // best[k][P]: the least largest work of paths [0, P) in k groups; cut[k][P]: where its last group starts.
+  constexpr long long kNone = std::numeric_limits<long long>::max();
+  std::vector<std::vector<long long>> best(groups + 1, std::vector<long long>(n + 1, kNone));
+  std::vector<std::vector<std::size_t>> cut(groups + 1, std::vector<std::size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (std::size_t k = 1; k <= groups; ++k)
+    for (std::size_t P = k; P <= n; ++P)
+      for (std::size_t c = k - 1; c < P; ++c) {
+        if (best[k - 1][c] == kNone) continue;
+        const long long w = std::max(best[k - 1][c], prefix[P] - prefix[c]);
+        if (w < best[k][P]) best[k][P] = w, cut[k][P] = c;
+      }
+  std::vector<std::pair<std::size_t, std::size_t>> out(groups);
+  for (std::size_t k = groups, P = n; k > 0; P = cut[k][P], --k) out[k - 1] = {cut[k][P], P};
+  return out;
+}
+
+// One group's part of the forward kernel (paths [first, last)): accumulators, the edge loop, stores.
+void emit_forward_group(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks,
+                        std::size_t first, std::size_t last) {
+  std::vector<const ConvTPPathDescriptor*> paths;
+  for (std::size_t P = first; P < last; ++P) paths.push_back(&d.paths[P]);
+  for (std::size_t P = first; P < last; ++P)
     for (int m = 0; m < d.paths[P].d3; ++m) s << "  double " << pname("a", P, m) << " = 0.0;\n";
-  s << "  const long long b0 = row_ptr[row], n = row_ptr[row + 1] - b0;\n"
-    << "  const long long e1 = b0 + n * (split + 1) / splits;\n"
-    << "  for (long long e = b0 + n * split / splits; e < e1;) {\n"
+  s << "  for (long long e = e0; e < e1;) {\n"
     << "    const long long eb = e + " << kForwardEdgeBlock << " < e1 ? e + " << kForwardEdgeBlock << " : e1;\n";
-  for (std::size_t P = 0; P < d.paths.size(); ++P)
+  for (std::size_t P = first; P < last; ++P)
     for (int m = 0; m < d.paths[P].d3; ++m) s << "    T " << pname("b", P, m) << " = T(0);\n";
   s << "    for (; e < eb; ++e) {\n";
   std::ostringstream body;
-  emit_edge_loads(body, d, blocks);
-  for (std::size_t P = 0; P < d.paths.size(); ++P) {
+  emit_edge_loads(body, d, blocks, paths);
+  for (std::size_t P = first; P < last; ++P) {
     const ConvTPPathDescriptor& p = d.paths[P];
     body << "    {\n      const T r = re[" << p.w_offset << "];\n";
     for (int m3 = 0; m3 < p.d3; ++m3) {
@@ -130,21 +156,55 @@ void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::m
   std::istringstream lines(body.str());
   for (std::string line; std::getline(lines, line);) s << "  " << line << "\n";
   s << "    }\n";
-  for (std::size_t P = 0; P < d.paths.size(); ++P)
+  for (std::size_t P = first; P < last; ++P)
     for (int m = 0; m < d.paths[P].d3; ++m)
       s << "    " << pname("a", P, m) << " += (double)" << pname("b", P, m) << ";\n";
   s << "  }\n"
     << "  if (splits == 1) {\n"
     << "    T* __restrict__ o = agg + row * " << d.dim_mid << "LL;\n";
-  for (std::size_t P = 0; P < d.paths.size(); ++P) {
-    const ConvTPPathDescriptor& p = d.paths[P];
-    for (int m = 0; m < p.d3; ++m) s << "    o[" << mid_column(d, p, m) << "] = (T)" << pname("a", P, m) << ";\n";
-  }
+  for (std::size_t P = first; P < last; ++P)
+    for (int m = 0; m < d.paths[P].d3; ++m)
+      s << "    o[" << mid_column(d, d.paths[P], m) << "] = (T)" << pname("a", P, m) << ";\n";
   s << "  } else {\n"
     << "    double* __restrict__ o = part + (split * nrows + row) * " << d.dim_mid << "LL;\n";
-  for (std::size_t P = 0; P < d.paths.size(); ++P) {
-    const ConvTPPathDescriptor& p = d.paths[P];
-    for (int m = 0; m < p.d3; ++m) s << "    o[" << mid_column(d, p, m) << "] = " << pname("a", P, m) << ";\n";
+  for (std::size_t P = first; P < last; ++P)
+    for (int m = 0; m < d.paths[P].d3; ++m)
+      s << "    o[" << mid_column(d, d.paths[P], m) << "] = " << pname("a", P, m) << ";\n";
+  s << "  }\n";
+}
+
+void emit_forward(std::ostringstream& s, const ConvTPDescriptor& d, const std::map<int, int>& blocks) {
+  // A row's sum runs over all its edges, so it accumulates in double for both dtypes (mace_spec.md's
+  // float32 runs keep long sums in float64): each product is formed in T, summed in T over blocks of
+  // kForwardEdgeBlock edges (bP_m), and each block's partial sum added in double (aP_m). Converting
+  // every term to double would cost one float->double conversion per term, a pipe 8x narrower than
+  // the FMAs on sm_90: it made the float32 kernel conversion-bound.
+  // With splits > 1 (few rows: more threads in flight), `splits` threads share a row's channel,
+  // each summing one contiguous part of its edges into part[split] (double); tp_forward_join adds
+  // the parts in split order (deterministic). With one split the row's sum goes straight to agg.
+  // The paths are dealt to thread groups (a warp's 32 channels are in one group): each thread
+  // keeps only its group's sums in registers, so more warps fit on an SM to hide the edge loads'
+  // latency, at the price of reading the edge's indices, x and Y once per group.
+  const std::vector<std::pair<std::size_t, std::size_t>> groups = forward_path_groups(d);
+  const long long G = static_cast<long long>(groups.size()), C = d.max_mul;
+  s << "template <typename T>\n__device__ __forceinline__ void tp_forward(const T* __restrict__ x, "
+       "const long long* __restrict__ xindex, const T* __restrict__ Y, const T* __restrict__ R, "
+       "const long long* __restrict__ rindex, const long long* __restrict__ row_ptr, T* __restrict__ agg, "
+       "double* __restrict__ part, long long nrows, int splits) {\n";
+  s << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  if (tid >= nrows * splits * " << G * C << "LL) return;\n"
+    << "  const long long row = tid / (" << G * C << "LL * splits);\n"
+    << "  const int split = (int)((tid / " << G * C << ") % splits);\n"
+    << "  const int group = (int)((tid / " << C << ") % " << G << ");\n"
+    << "  const int u = (int)(tid % " << C << ");\n"
+    << "  const long long b0 = row_ptr[row], n = row_ptr[row + 1] - b0;\n"
+    << "  const long long e0 = b0 + n * split / splits, e1 = b0 + n * (split + 1) / splits;\n";
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    s << (k == 0 ? "  if (group == 0) {\n" : "  } else if (group == " + std::to_string(k) + ") {\n");
+    std::ostringstream group;
+    emit_forward_group(group, d, blocks, groups[k].first, groups[k].second);
+    std::istringstream lines(group.str());
+    for (std::string line; std::getline(lines, line);) s << "  " << line << "\n";
   }
   s << "  }\n}\n\n";
   s << "template <typename T>\n__device__ __forceinline__ void tp_forward_join(const double* __restrict__ part, "
@@ -195,7 +255,7 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
   }
   s << "  const long long e1 = row_ptr[row + 1];\n"
     << "  for (long long e = row_ptr[row] + split; e < e1; e += splits) {\n";
-  emit_edge_loads(s, d, blocks);
+  emit_edge_loads(s, d, blocks, all_paths(d));
   const std::map<int, const ConvTPPathDescriptor*> block_paths = input_block_paths(d);
   for (const auto& [offset, p] : block_paths)
     for (int m = 0; m < p->d1; ++m) s << "    T dx" << blocks.at(offset) << "_" << m << " = T(0);\n";
@@ -251,6 +311,13 @@ void emit_reductions(std::ostringstream& s, const ConvTPDescriptor& d) {
 }  // namespace
 
 int conv_tp_dy_parts(const ConvTPDescriptor& d) { return d.max_mul / 32; }
+
+int conv_tp_forward_groups(const ConvTPDescriptor& d) {
+  int mid_per_channel = 0;
+  for (const ConvTPPathDescriptor& p : d.paths) mid_per_channel += p.d3;
+  const int groups = (mid_per_channel + kForwardMidPerGroup - 1) / kForwardMidPerGroup;
+  return std::max(1, std::min(groups, static_cast<int>(d.paths.size())));
+}
 int conv_tp_dy_padded(const ConvTPDescriptor& d) { return next_power_of_two(d.dim_sh); }
 
 std::string conv_tp_specialization_unsupported(const ConvTPDescriptor& d) {

@@ -5,9 +5,11 @@
 // registers, and the loops left are over edges. Same math as conv_tp_kernels.h, in its layouts or,
 // for ir_mul descriptors, with x, dx, agg and dagg in ir_mul (conv_tp_descriptor.h).
 //
-// Kernels (suffix _f32 / _f64), thread per (receiver row, channel u), blocks of
+// Kernels (suffix _f32 / _f64), blocks of
 // kConvTPSpecializedThreads threads, edges of a row visited in order (no atomics, deterministic):
-//   tp_forward  (x, xindex, Y, R, rindex, row_ptr, agg, nrows)
+//   tp_forward  (x, xindex, Y, R, rindex, row_ptr, agg, part, nrows, splits): thread per (row, split,
+//               path group, channel); the groups (conv_tp_forward_groups) each sum some of the
+//               paths, so that a thread's sums fit in fewer registers
 //   tp_backward (x, xindex, Y, R, rindex, row_ptr, dagg, dR, dYp, dxe, nrows, splits): thread per
 //               (row, split, channel), a row's edges dealt round-robin to its `splits` warps
 //               (more threads for small systems); dR [E, weight_numel];
@@ -32,6 +34,8 @@ std::string conv_tp_specialization_unsupported(const ConvTPDescriptor& d);
 
 int conv_tp_dy_parts(const ConvTPDescriptor& d);   // warps per row: max_mul / 32
 int conv_tp_dy_padded(const ConvTPDescriptor& d);  // dim_sh rounded up to a power of two
+// Thread groups per (row, split, channel) of the forward kernel, each summing some of the paths.
+int conv_tp_forward_groups(const ConvTPDescriptor& d);
 
 // Same descriptor -> same bytes (the NVRTC cache key).
 std::string generate_conv_tp_cuda_source(const ConvTPDescriptor& d);

@@ -32,6 +32,7 @@ class LoadedConvTP final : public ConvTPSpecialized {
     dim_mid_ = d.dim_mid;
     dy_parts_ = conv_tp_dy_parts(d);
     dy_padded_ = conv_tp_dy_padded(d);
+    forward_groups_ = conv_tp_forward_groups(d);
     arch_ = module_->arch();
   }
 
@@ -62,7 +63,7 @@ std::unique_ptr<ConvTPSpecialized> ConvTPSpecialized::create(const ConvTPDescrip
 int ConvTPSpecialized::forward_splits(long long nrows) const {
   // Split until the GPU is filled once: at 4,000 atoms, where the rows nearly fill an H200, two
   // splits measured slower than one.
-  const long long row_threads = std::max(1LL, nrows * channels_);
+  const long long row_threads = std::max(1LL, nrows * channels_ * forward_groups_);
   return static_cast<int>(std::min(kMaxForwardSplits, (kTargetThreads / 2 + row_threads - 1) / row_threads));
 }
 
@@ -82,7 +83,7 @@ void ConvTPSpecialized::forward(const ConvTPEdges<T>& g, T* agg, double* part, v
   long long nrows = g.nrows;
   int splits = forward_splits(nrows);
   void* args[] = {&x, &xindex, &Y, &R, &rindex, &row_ptr, &agg, &part, &nrows, &splits};
-  launch("tp_forward", f64, nrows * splits * channels_, args, stream);
+  launch("tp_forward", f64, nrows * splits * forward_groups_ * channels_, args, stream);
   if (splits > 1) {
     const double* parts = part;
     void* join[] = {&parts, &agg, &nrows, &splits};

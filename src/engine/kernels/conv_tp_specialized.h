@@ -35,7 +35,7 @@ class ConvTPSpecialized {
 
  protected:
   ConvTPSpecialized() = default;
-  int channels_ = 0, dim_in1_ = 0, dim_sh_ = 0, dim_mid_ = 0, dy_parts_ = 0, dy_padded_ = 0;
+  int channels_ = 0, dim_in1_ = 0, dim_sh_ = 0, dim_mid_ = 0, dy_parts_ = 0, dy_padded_ = 0, forward_groups_ = 1;
   std::string arch_;
   // Launches kernel `name` (without the _f32/_f64 suffix) over `threads` threads.
   virtual void launch(const std::string& name, bool f64, long long threads, void** args, void* stream) const = 0;
