@@ -61,10 +61,12 @@ std::unique_ptr<ConvTPSpecialized> ConvTPSpecialized::create(const ConvTPDescrip
 }
 
 int ConvTPSpecialized::forward_splits(long long nrows) const {
-  // Split until the GPU is filled once: at 4,000 atoms, where the rows nearly fill an H200, two
-  // splits measured slower than one.
+  // Split until a quarter of kTargetThreads runs: more splits add a join kernel and its traffic. At
+  // 4,000 atoms (one path group, 512,000 threads) two splits measured slower than one; at 864 atoms
+  // in two groups (221,184 threads, about three waves of the kernel's 16 warps per SM) one split
+  // was 1.5 % faster per step than two on an H100.
   const long long row_threads = std::max(1LL, nrows * channels_ * forward_groups_);
-  return static_cast<int>(std::min(kMaxForwardSplits, (kTargetThreads / 2 + row_threads - 1) / row_threads));
+  return static_cast<int>(std::min(kMaxForwardSplits, (kTargetThreads / 4 + row_threads - 1) / row_threads));
 }
 
 long long ConvTPSpecialized::forward_scratch(long long nrows) const {
