@@ -28,7 +28,7 @@ constexpr int64_t kReassociateMaxElements = 8;
 // cores below). On the H200 (MP-0-medium shape, float32) it makes steps 1.02-1.04x faster at 80,000
 // rows (2,048 atoms of fcc Cu) and 1.06-1.08x from 156,000 (4,000 atoms); on an H100, alternated in
 // one job, 1.04x at 53,500 (1,372 atoms) and 1.01-1.02x at 34,000 (864 atoms) (bench/RESULTS.md,
-// 2026-12-04 and 2026-12-07, evening). Smaller chunks were not measured: FP32 there.
+// 2026-12-04 and 2026-12-07 (late evening)). Smaller chunks were not measured: FP32 there.
 constexpr int64_t kSplitTf32MinRows = 32768;
 
 struct EngineOptions {

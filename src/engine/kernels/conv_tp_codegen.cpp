@@ -65,11 +65,24 @@ std::string mid_column(const ConvTPDescriptor& d, const ConvTPPathDescriptor& p,
   return column(d, p.mid_offset, p.d3, p.mid_place, m);
 }
 
-// Each input block's first path (its offset, dimension and ir_mul place), by x_offset.
-std::map<int, const ConvTPPathDescriptor*> input_block_paths(const ConvTPDescriptor& d) {
-  std::map<int, const ConvTPPathDescriptor*> out;
-  for (const ConvTPPathDescriptor& p : d.paths) out.emplace(p.x_offset, &p);
+std::vector<const ConvTPPathDescriptor*> all_paths(const ConvTPDescriptor& d) {
+  std::vector<const ConvTPPathDescriptor*> out;
+  for (const ConvTPPathDescriptor& p : d.paths) out.push_back(&p);
   return out;
+}
+
+// The first of `paths` that reads each input block (its offset, dimension and ir_mul place), by x_offset.
+std::map<int, const ConvTPPathDescriptor*> input_block_paths(const std::vector<const ConvTPPathDescriptor*>& paths) {
+  std::map<int, const ConvTPPathDescriptor*> out;
+  for (const ConvTPPathDescriptor* p : paths) out.emplace(p->x_offset, p);
+  return out;
+}
+
+// Message components per channel: the sum of d3 over the paths.
+int mid_per_channel(const ConvTPDescriptor& d) {
+  int n = 0;
+  for (const ConvTPPathDescriptor& p : d.paths) n += p.d3;
+  return n;
 }
 
 // The edge loop's loads for `paths`: this channel's x values of the blocks they read, the Y
@@ -79,9 +92,7 @@ void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std
   s << "    const T* __restrict__ xr = x + xindex[e] * " << d.dim_in1 << "LL;\n"
     << "    const T* __restrict__ ye = Y + e * " << d.dim_sh << "LL;\n"
     << "    const T* __restrict__ re = R + (rindex ? rindex[e] : e) * " << d.weight_numel << "LL + u;\n";
-  std::map<int, const ConvTPPathDescriptor*> block_paths;
-  for (const ConvTPPathDescriptor* p : paths) block_paths.emplace(p->x_offset, p);
-  for (const auto& [offset, p] : block_paths)
+  for (const auto& [offset, p] : input_block_paths(paths))
     for (int m = 0; m < p->d1; ++m)
       s << "    const T x" << blocks.at(offset) << "_" << m << " = xr[" << column(d, offset, p->d1, p->x_place, m)
         << "];\n";
@@ -90,12 +101,6 @@ void emit_edge_loads(std::ostringstream& s, const ConvTPDescriptor& d, const std
     for (int m = 0; m < p->d2; ++m) used[p->y_offset + m] = true;
   for (int k = 0; k < d.dim_sh; ++k)
     if (used[k]) s << "    const T y" << k << " = ye[" << k << "];\n";
-}
-
-std::vector<const ConvTPPathDescriptor*> all_paths(const ConvTPDescriptor& d) {
-  std::vector<const ConvTPPathDescriptor*> out;
-  for (const ConvTPPathDescriptor& p : d.paths) out.push_back(&p);
-  return out;
 }
 
 // The forward kernel's thread groups: conv_tp_forward_groups(d) runs of consecutive paths (path
@@ -256,7 +261,7 @@ void emit_backward(std::ostringstream& s, const ConvTPDescriptor& d, const std::
   s << "  const long long e1 = row_ptr[row + 1];\n"
     << "  for (long long e = row_ptr[row] + split; e < e1; e += splits) {\n";
   emit_edge_loads(s, d, blocks, all_paths(d));
-  const std::map<int, const ConvTPPathDescriptor*> block_paths = input_block_paths(d);
+  const std::map<int, const ConvTPPathDescriptor*> block_paths = input_block_paths(all_paths(d));
   for (const auto& [offset, p] : block_paths)
     for (int m = 0; m < p->d1; ++m) s << "    T dx" << blocks.at(offset) << "_" << m << " = T(0);\n";
   for (int k = 0; k < P; ++k) s << "    T py" << k << " = T(0);\n";
@@ -311,26 +316,21 @@ void emit_reductions(std::ostringstream& s, const ConvTPDescriptor& d) {
 }  // namespace
 
 int conv_tp_dy_parts(const ConvTPDescriptor& d) { return d.max_mul / 32; }
+int conv_tp_dy_padded(const ConvTPDescriptor& d) { return next_power_of_two(d.dim_sh); }
 
 int conv_tp_forward_groups(const ConvTPDescriptor& d) {
-  int mid_per_channel = 0;
-  for (const ConvTPPathDescriptor& p : d.paths) mid_per_channel += p.d3;
-  const int groups = (mid_per_channel + kForwardMidPerGroup - 1) / kForwardMidPerGroup;
+  const int groups = (mid_per_channel(d) + kForwardMidPerGroup - 1) / kForwardMidPerGroup;
   return std::max(1, std::min(groups, static_cast<int>(d.paths.size())));
 }
-int conv_tp_dy_padded(const ConvTPDescriptor& d) { return next_power_of_two(d.dim_sh); }
 
 std::string conv_tp_specialization_unsupported(const ConvTPDescriptor& d) {
   if (d.paths.empty()) return "the layer has no tensor-product paths";
-  int mid_per_channel = 0;
-  for (const ConvTPPathDescriptor& p : d.paths) {
+  for (const ConvTPPathDescriptor& p : d.paths)
     if (p.mul != d.max_mul) return "paths of different multiplicities";
-    mid_per_channel += p.d3;
-  }
   if (d.max_mul % 32 != 0) return "channel count " + std::to_string(d.max_mul) + " is not a multiple of 32";
   if (d.dim_sh > 32) return "more than 32 spherical-harmonic components";
-  if (mid_per_channel > kMaxMidPerChannel)
-    return std::to_string(mid_per_channel) + " message components per channel (at most " +
+  if (mid_per_channel(d) > kMaxMidPerChannel)
+    return std::to_string(mid_per_channel(d)) + " message components per channel (at most " +
            std::to_string(kMaxMidPerChannel) + ")";
   return "";
 }

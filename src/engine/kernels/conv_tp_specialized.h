@@ -22,7 +22,7 @@ class ConvTPSpecialized {
   int dx_scratch_columns() const { return dim_in1_; }                 // dxe is [E, dim_in1] (with dx only)
   const std::string& arch() const { return arch_; }
 
-  // Threads per row and channel in the forward pass for nrows rows (more than one when the rows
+  // Threads per row, path group and channel in the forward pass for nrows rows (more than one when the rows
   // alone would leave the GPU idle); with more than one, forward needs `part`, scratch of
   // forward_scratch(nrows) doubles.
   int forward_splits(long long nrows) const;
