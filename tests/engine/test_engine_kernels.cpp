@@ -7,14 +7,16 @@
 //   on every instruction set this machine runs, against index_add of outer products in float64; its
 //   per-row GEMMs against the definition (einsum over the Wigner-3j entries) and their backward as
 //   the adjoint, with harmonics no path reads;
-// - the radial MLP's output layer backward in row blocks (engine/ops/edge_terms.h) against one float64
-//   GEMM on several thread counts.
+// - flashmace's CPU GEMM for the radial MLP's output layer (radial_mm, kernels/cpu_gemm.h) on every
+//   instruction set against one float64 at::mm, the same bits on several thread counts.
 // The checks: engine/test_engine_kernels_support.h. The same on CUDA, and the first layer's CUDA
 // kernels: gpu/test_gpu_engine_kernels.cpp.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/irreps.h"
@@ -156,22 +158,37 @@ TEST(FirstLayerAggregate, FoldedProjectionEqualsTheProjectedAggregate) {
   check_first_layer_projection(Irreps::parse("0e+2e"), Irreps::parse("2x0e+2x1o+3x2e"));   // 1o no path reaches
 }
 
-// dR W^T in blocks of rows (whole blocks, a partial one, and a product too short for blocks) equals one
-// GEMM in float64 on 1 to 5 threads (blocks of other sizes), float32 within its round-off.
-TEST(RadialMlp, OutputLayerBackwardInRowBlocksEqualsOneGemm) {
+// flashmace's CPU GEMM (radial_mm, kernels/cpu_gemm.h) on every instruction set this processor runs:
+// float64 equals one at::mm to round-off for shapes with partial register tiles, row blocks and panels
+// (M, N not multiples of 6, 12 or a panel's width), with b contiguous and as a transposed view, and a
+// strided a; the same bits on 1, 2, 3 and 5 threads; float32 within its round-off of float64.
+TEST(RadialMlp, CpuGemmEqualsAtenOnEveryInstructionSet) {
   const int threads = at::get_num_threads();
-  for (const int64_t n : {2600, 700}) {
-    const auto f64 = at::TensorOptions().dtype(at::kDouble);
-    const at::Tensor dR = at::randn({n, 1280}, f64), w = at::randn({64, 1280}, f64);
-    const at::Tensor ref = at::mm(dR, w.t());
-    for (const int k : {1, 2, 3, 5}) {
-      at::set_num_threads(k);
-      EXPECT_LT(testing::relative_error(mm_in_row_blocks(dR, w.t()), ref), 1e-14) << n << " rows, " << k << " threads";
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const std::vector<std::array<int64_t, 3>> shapes{{1, 1, 1},        {7, 5, 3},   {13, 100, 64}, {701, 1280, 64},
+                                                   {2600, 64, 1280}, {97, 33, 8}, {12, 17, 129}};
+  testing::for_each_cpu_isa([&](CpuIsa isa) {
+    for (const auto& [M, N, K] : shapes) {
+      const at::Tensor a = at::randn({M, K + 3}, f64).narrow(1, 1, K);  // rows with a stride of K + 3
+      const at::Tensor w = at::randn({K, N}, f64), wt = at::randn({N, K}, f64);
+      const std::string what =
+          std::string(cpu_isa_name(isa)) + " " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+      EXPECT_LT(testing::relative_error(radial_mm(a, w), at::mm(a, w)), 1e-14) << what;
+      const at::Tensor ref_t = at::mm(a, wt.t());
+      at::Tensor first;
+      for (const int k : {1, 2, 3, 5}) {
+        at::set_num_threads(k);
+        const at::Tensor c = radial_mm(a, wt.t());
+        EXPECT_LT(testing::relative_error(c, ref_t), 1e-14) << what << ", b transposed, " << k << " threads";
+        if (!first.defined()) first = c;
+        EXPECT_TRUE(at::equal(c, first)) << what << ": " << k << " threads differ from 1";
+      }
+      at::set_num_threads(threads);
+      const at::Tensor c32 = radial_mm(a.to(at::kFloat), wt.to(at::kFloat).t());
+      EXPECT_EQ(c32.scalar_type(), at::kFloat);
+      EXPECT_LT(testing::relative_error(c32.to(at::kDouble), ref_t), 1e-5) << what << ", float32";
     }
-    at::set_num_threads(threads);
-    const at::Tensor f32 = mm_in_row_blocks(dR.to(at::kFloat), w.to(at::kFloat).t());
-    EXPECT_LT(testing::relative_error(f32.to(at::kDouble), ref), 1e-5) << n;
-  }
+  });
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
 #include "engine/ops/edge_terms.h"
 
-#include <algorithm>
 #include <cmath>
+#include <utility>
 
-#include <ATen/Parallel.h>
-
+#include "engine/kernels/cpu_gemm.h"
 #include "model/e3nn_ops.h"
 #include "model/radial.h"
 
@@ -142,22 +141,21 @@ at::Tensor radial_mlp_hidden_vjp(const std::vector<at::Tensor>& folded, const st
   return g;
 }
 
-at::Tensor mm_in_row_blocks(const at::Tensor& a, const at::Tensor& b) {
-  constexpr int64_t kRows = 512;
-  const int64_t n = a.size(0), threads = at::get_num_threads();
-  if (!a.is_cpu() || n < 2 * kRows) return at::mm(a, b);
-  // Blocks of at most kRows rows, as many on every thread.
-  const int64_t blocks = threads * ((n + threads * kRows - 1) / (threads * kRows)), rows = (n + blocks - 1) / blocks;
-  at::Tensor out = at::empty({n, b.size(1)}, a.options());
-  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t k = b0; k < b1; ++k) {
-      const int64_t i = std::min(n, k * rows), m = std::min(rows, n - i);
-      if (m == 0) continue;
-      at::Tensor block = out.narrow(0, i, m);
-      at::mm_out(block, a.narrow(0, i, m), b);  // (one thread's GEMM: nested OpenMP regions run serially)
-    }
-  });
-  return out;
+at::Tensor radial_mm(const at::Tensor& a, const at::Tensor& b) {
+  const at::ScalarType t = a.scalar_type();
+  if (!a.is_cpu() || !b.is_cpu() || a.dim() != 2 || b.dim() != 2 || b.scalar_type() != t ||
+      (t != at::kFloat && t != at::kDouble) || a.size(1) != b.size(0) ||
+      (a.size(0) > 1 && a.size(1) > 1 && a.stride(1) != 1))
+    return at::mm(a, b);
+  const int64_t M = a.size(0), N = b.size(1), K = a.size(1);
+  at::Tensor c = at::empty({M, N}, a.options());
+  if (t == at::kFloat)
+    cpu_gemm(M, N, K, a.data_ptr<float>(), a.stride(0), b.data_ptr<float>(), b.stride(0), b.stride(1),
+             c.data_ptr<float>(), N);
+  else
+    cpu_gemm(M, N, K, a.data_ptr<double>(), a.stride(0), b.data_ptr<double>(), b.stride(0), b.stride(1),
+             c.data_ptr<double>(), N);
+  return c;
 }
 
 at::Tensor density_forward(const InteractionParams& L, const at::Tensor& ef) {

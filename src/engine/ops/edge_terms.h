@@ -60,11 +60,12 @@ void radial_mlp_preactivations(const std::vector<at::Tensor>& folded, const at::
 at::Tensor radial_mlp_hidden(const std::vector<at::Tensor>& folded, const at::Tensor& ef, std::vector<at::Tensor>* pre);
 at::Tensor radial_mlp_hidden_vjp(const std::vector<at::Tensor>& folded, const std::vector<at::Tensor>& pre,
                                  const at::Tensor& grad_hidden);
-// a b for a tall a [n, k] (n >> k) and a narrow b [k, m]: on the CPU, rows of a in blocks of up to
-// 512, as many per thread, a block's GEMM on one thread (the radial MLP's output layer backward, dR W^T,
-// k = 1,280, m = 64: MKL's own threading of the whole product ran it at 30-50 % of the FMA peak on 2
-// cores, 1.6-2x slower; bench/RESULTS.md); elsewhere at::mm.
-at::Tensor mm_in_row_blocks(const at::Tensor& a, const at::Tensor& b);
+// a b for the backward pass of the radial MLP's output layer, dR W^T (K = paths x channels, e.g. 1,280;
+// N = the MLP's width, 64): on the CPU in float32 or float64 with a's rows contiguous, flashmace's GEMM
+// (kernels/cpu_gemm.h; b may be a transposed view), which runs this shape at ~85 % of the FMA peak
+// where MKL's reached 30-55 % (bench/RESULTS.md); elsewhere at::mm. (The forward h W, K = 64, stays
+// with MKL: as fast there.)
+at::Tensor radial_mm(const at::Tensor& a, const at::Tensor& b);
 
 // Density term tanh((ef W / sqrt(n))^2) [Ec, 1] of RealAgnosticDensity* blocks and its ef-gradient.
 at::Tensor density_forward(const InteractionParams& layer, const at::Tensor& ef);

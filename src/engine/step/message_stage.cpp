@@ -156,7 +156,7 @@ at::Tensor message_chunk_backward_edges(const EdgeGeometryOp& geometry, const Me
   } else {
     const Tf32Scope tf32(layer.tf32);
     // Through the output layer: per edge, or per shared row (dR already summed over its pair).
-    at::Tensor grad_hidden = layer.first ? grads.hidden : mm_in_row_blocks(grads.radial, layer.radial.back().t());
+    at::Tensor grad_hidden = layer.first ? grads.hidden : radial_mm(grads.radial, layer.radial.back().t());
     if (layer.envelope) {
       // R = f (a W) for the last hidden activation a: dE/df = sum((dR W^T) a)
       const at::Tensor a = s.mlp_pre.empty() ? s.geometry.ef : at::silu(s.mlp_pre.back());
