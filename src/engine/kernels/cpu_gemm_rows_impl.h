@@ -3,8 +3,8 @@
 // FLASHMACE_CPU_ISA_NAMESPACE and FLASHMACE_CPU_VECTOR_BYTES and includes this file with its own
 // compiler flags. A tile of kTileRows rows x one panel (two vectors) keeps its sums in registers over
 // all of K: per k, two vector loads of the panel and one broadcast of A per row feed 2 kTileRows
-// multiply-adds. The panel (K x width, e.g. 64 x 16 floats: 4 KB) is read from L1/L2 by every tile of
-// the block; the block's rows of A from L2 by every panel.
+// multiply-adds. The panel (K x width: for dR W^T 1,280 x 16 floats, 80 KB) is read from L2 by every
+// tile of the block; the block's rows of A (cpu_gemm.cpp: ~128 KB) from L2 by every panel.
 // Internal linkage or the ISA namespace only, no standard-library template: code compiled for one
 // instruction set must never be linked in for another.
 #include "engine/kernels/cpu_gemm_rows.h"
