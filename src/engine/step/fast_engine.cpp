@@ -176,6 +176,7 @@ void FastEngine::estimate_costs() {
     for (const auto& b : L.out.blocks()) sc_out += static_cast<double>(c.channels()) * b.ir.dim();
     costs_.kept_per_atom += s * (2 * target + out + 16);
     costs_.transient_per_atom = std::max(costs_.transient_per_atom, s * (6 * target + 3 * sc_out + 4 * out + 2 * in));
+    // The input features (dh over them in a fused pass: layer_passes.cpp), linear_up and its gradient.
     costs_.resident_per_atom += s * 3 * in;
     costs_.sums_per_atom.push_back(s * (target + 1));  // message sums and density sums
     if (L.nonlinear) costs_.resident_per_atom += s * 2 * L.edge.dim();  // linear_res reads hu, and its gradient

@@ -56,7 +56,10 @@ struct FastEngine::StepState {
   at::Tensor gh;                             // dE/d(h_local) of the layer being differentiated
   // The last layer of a recompute plan runs its backward pass block by block right after the
   // block's forward pass (fused_backward): its gradients of the input features and their linear_up.
+  // fused_dh takes the input features' own memory where it can (dh_over_h): a block reads its rows
+  // of them only in its node work, which is done when its rows of dh are written.
   at::Tensor fused_dh, fused_dhu;
+  bool dh_over_h = false;
 };
 
 // Whether layer t's backward pass runs inside its forward pass: the last layer of a recompute plan.
@@ -231,7 +234,9 @@ void FastEngine::forward_layer(StepState& s, int t) {
   if (fused) {
     s.gh = at::zeros({nlocal, L.out.dim()}, p_.options);  // (no later layer reads its features)
     if (t > 0) {
-      s.fused_dh = at::zeros({topology_.padded_atoms, L.in.dim()}, p_.options);
+      // (the features' own storage, whole: where they are a view into more, the rest may be live)
+      s.dh_over_h = S.h.is_contiguous() && S.h.storage_offset() == 0 && S.h.storage().nbytes() == S.h.nbytes();
+      s.fused_dh = s.dh_over_h ? S.h : at::zeros({topology_.padded_atoms, L.in.dim()}, p_.options);
       s.fused_dhu = at::zeros({topology_.padded_atoms, L.edge.dim()}, p_.options);
     }
   }
@@ -276,6 +281,10 @@ void FastEngine::forward_layer(StepState& s, int t) {
       lap(timer_, "nodes_forward");
       block_backward(s, t, b, in, state, &states, &s.fused_dh, &s.fused_dhu);
     }
+  }
+  if (s.dh_over_h) {  // (the ghost and padding rows still hold features; the owned ones are gradients)
+    s.fused_dh.narrow(0, nlocal, s.fused_dh.size(0) - nlocal).zero_();
+    S.h = at::Tensor();
   }
   lap(timer_, "nodes_forward");
 }
@@ -449,7 +458,12 @@ void FastEngine::block_backward(StepState& s, int t, std::size_t b, const NodeCh
   const NodeBlock& B = topology_.blocks[b];
   const NodeChunkGradients gi =
       node_chunk_backward(p_, t, node_linears_[t], sc_[t], in, node_state, s.gh.narrow(0, B.row0, B.nrows), timer_);
-  if (t > 0 && gi.h_in.defined()) dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
+  if (t > 0 && dh == &s.fused_dh && s.dh_over_h) {  // (its rows held the block's input features until now)
+    const at::Tensor rows = dh->narrow(0, B.row0, B.nrows);
+    gi.h_in.defined() ? rows.copy_(gi.h_in) : rows.zero_();
+  } else if (t > 0 && gi.h_in.defined()) {
+    dh->narrow(0, B.row0, B.nrows).add_(gi.h_in);
+  }
   if (t > 0 && gi.hu_in.defined()) dhu->narrow(0, B.row0, B.nrows).add_(gi.hu_in);
   lap(timer_, "nodes_backward");
   const bool kept = static_cast<int64_t>(states->size()) == B.nchunks;
