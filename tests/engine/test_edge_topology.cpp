@@ -53,6 +53,62 @@ TEST(EdgeTopology, ReusedOnlyForTheSameConnectivity) {
   expect_same(evaluate_structure(*one, bulk, gb), want_b, "bulk after the cluster");
 }
 
+// matches() answers for the arrays' values, not their identity: padded topologies compare with copies
+// of the caller's arrays, unpadded ones (no copies) through the edge order and, with a spatial atom
+// order, the node order. One changed index anywhere, or two edges swapped, is a new connectivity.
+TEST(EdgeTopology, MatchesTellsEveryChangedIndexWithOrWithoutCopies) {
+  const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file("small_l1"));
+  const Structure s = testing::reference_structure(ref, "bulk");
+  const Graph graph = testing::reference_graph(ref, "bulk");
+  const int64_t N = s.size(), E = graph.num_edges();
+  GraphTensors g;
+  std::vector<int64_t> species(static_cast<std::size_t>(N));
+  for (int64_t i = 0; i < N; ++i) species[i] = i % 2;
+  g.species = at::tensor(species, at::kLong);
+  g.sender = at::tensor(graph.sender, at::kLong);
+  g.receiver = at::tensor(graph.receiver, at::kLong);
+  const at::Tensor x = at::tensor(s.positions, at::kDouble).reshape({N, 3});
+  const at::Tensor z = at::tensor(std::vector<int64_t>{28, 29}, at::kLong);
+  ASSERT_GT(E, 40);
+  for (const bool pad : {false, true})
+    for (const double bin : {0.0, 1.5}) {
+      const std::string what = std::string(pad ? "padded" : "unpadded") + (bin > 0 ? ", spatial order" : "");
+      TopologyOptions o;
+      o.edge_chunk = 1 << 30;
+      o.atom_chunk = 1 << 30;
+      o.padded_edges = pad ? padded_count(E, 1024) : 0;
+      o.spatial_bin = bin;
+      const EdgeTopology t = EdgeTopology::build(g, N, o, z, x);
+      ASSERT_EQ(t.padded_edges > t.edges, pad) << what;
+      ASSERT_EQ(t.node_order.defined(), bin > 0) << what;
+      GraphTensors same{g.species.clone(), g.sender.clone(), g.receiver.clone()};
+      EXPECT_TRUE(t.matches(same, N, o)) << what;
+      EXPECT_FALSE(t.matches(same, N - 1, o)) << what;
+      for (const int64_t k : {int64_t{0}, E / 2, E - 1}) {
+        GraphTensors changed{g.species.clone(), g.sender.clone(), g.receiver.clone()};
+        changed.sender[k] = (g.sender[k].item<int64_t>() + 1) % N;
+        EXPECT_FALSE(t.matches(changed, N, o)) << what << ": sender of edge " << k;
+        changed.sender[k] = g.sender[k];
+        changed.receiver[k] = (g.receiver[k].item<int64_t>() + 1) % N;
+        EXPECT_FALSE(t.matches(changed, N, o)) << what << ": receiver of edge " << k;
+        changed.receiver[k] = g.receiver[k];
+        ASSERT_TRUE(t.matches(changed, N, o)) << what;
+        changed.species[k % N] = 1 - species[k % N];
+        EXPECT_FALSE(t.matches(changed, N, o)) << what << ": species of atom " << k % N;
+      }
+      // Two edges of different receivers swapped: the same multiset of pairs, another edge order.
+      int64_t j = 1;
+      while (graph.receiver[j] == graph.receiver[0]) ++j;
+      GraphTensors swapped{g.species, g.sender.clone(), g.receiver.clone()};
+      for (at::Tensor* a : {&swapped.sender, &swapped.receiver}) {
+        const at::Tensor first = (*a)[0].clone();
+        (*a)[0] = (*a)[j];
+        (*a)[j] = first;
+      }
+      EXPECT_FALSE(t.matches(swapped, N, o)) << what << ": edges 0 and " << j << " swapped";
+    }
+}
+
 TEST(EdgeTopology, PaddingToTheBucketChangesNothing) {
   for (const std::string model : {"small_l1", "scalar_l0", "large_l2"}) {
     const SafetensorsFile ref = SafetensorsFile::load(testing::reference_file(model));

@@ -195,9 +195,14 @@ EdgeTopology EdgeTopology::build(const GraphTensors& caller, int64_t nlocal, con
   for (const NodeBlock& b : t.blocks)
     t.atom_groups.push_back(group_species(t.species_local.narrow(0, b.row0, b.nrows), present_local));
 
+  // What matches() compares with: a padded topology (a graph-replayed step, small) keeps copies of the
+  // caller's senders and receivers, so that a step's check is one comparison; others hold none (16
+  // bytes per edge) and compare through the order.
   t.species_in_ = caller.species.clone();
-  t.sender_in_ = caller.sender.clone();
-  t.receiver_in_ = caller.receiver.clone();
+  if (pad > 0) {
+    t.sender_in_ = caller.sender.clone();
+    t.receiver_in_ = caller.receiver.clone();
+  }
   return t;
 }
 
@@ -255,8 +260,16 @@ EdgeTopology EdgeTopology::bucket(const at::Tensor& species, int64_t nlocal, int
 bool EdgeTopology::matches(const GraphTensors& g, int64_t nlocal_in, const TopologyOptions& o) const {
   if (!species_in_.defined() || !(o == options) || nlocal_in != nlocal) return false;
   if (g.species.size(0) != atoms || g.sender.size(0) != edges || g.receiver.size(0) != edges) return false;
-  if (g.species.device() != species_in_.device() || g.sender.device() != sender_in_.device()) return false;
-  return all_equal({{g.species, species_in_}, {g.sender, sender_in_}, {g.receiver, receiver_in_}});
+  if (g.species.device() != species_in_.device() || g.sender.device() != species_in_.device()) return false;
+  if (sender_in_.defined())
+    return all_equal({{g.species, species_in_}, {g.sender, sender_in_}, {g.receiver, receiver_in_}});
+  // Unpadded: order is a permutation of the caller's edges, node_row one of its nodes, so the caller's
+  // arrays are the same exactly when they land on the sorted ones. (The caller's indices are below
+  // the atom count, as those of the graph this was built from.)
+  auto rows = [&](const at::Tensor& x) { return node_row.defined() ? node_row.index_select(0, x) : x; };
+  return all_equal({{g.species, species_in_},
+                    {rows(g.sender.index_select(0, order)), sender},
+                    {rows(g.receiver.index_select(0, order)), receiver}});
 }
 
 bool EdgeTopology::same_shape(const EdgeTopology& o) const {

@@ -131,7 +131,8 @@ class EdgeTopology {
   at::Tensor receiver_counts, sender_counts, receiver_ptr, sender_ptr, sender_order;
 
  private:
-  at::Tensor species_in_, sender_in_, receiver_in_;  // the caller's arrays it was built from (copies)
+  // the caller's arrays it was built from (copies; senders and receivers only where padded: build())
+  at::Tensor species_in_, sender_in_, receiver_in_;
   std::vector<at::Tensor*> device_tensors();
 };
 

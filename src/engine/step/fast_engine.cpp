@@ -184,12 +184,13 @@ void FastEngine::estimate_costs() {
   costs_.last_layer_fused = true;  // (layer_passes.cpp: fused_backward)
   costs_.resident_per_atom += 8 * 8 + 2 * 8;  // float64 energies and bookkeeping, the atom order and its inverse
   // Per edge for the whole step: the edge topology (edge_topology.h: order, sorted senders, receivers,
-  // their element slots, chunk rows, sender CSR, the per-atom sums' sender order, the caller's senders
-  // and receivers to compare with, atomic numbers where edge_elements(): 9 or 11 int64), the sorted
+  // their element slots, chunk rows, sender CSR, the per-atom sums' sender order, atomic numbers where
+  // edge_elements(): 7 or 9 int64; a padded one also keeps the caller's senders and receivers, but
+  // pads only small steps, replayed as CUDA graphs), the sorted
   // float64 vectors (recompute plans convert them per chunk), dE/dv (model dtype, then float64 in the
   // caller's order), the chunks' radial pairs (each edge's row and share, each row's one or two edges).
   costs_.resident_per_edge =
-      8.0 * (edge_elements() ? 11 : 9) + 3 * 8.0 + 3 * (s + 8.0) + (some_layer_pairs_ ? 3 * 8.0 + s : 0.0);
+      8.0 * (edge_elements() ? 9 : 7) + 3 * 8.0 + 3 * (s + 8.0) + (some_layer_pairs_ ? 3 * 8.0 + s : 0.0);
   // The sender CSR's row pointer: over all atoms with one chunk; with several, each chunk's over the
   // senders it uses, with their indices (two int64 per sender, counted as one sender per 8 edges: a
   // chunk of whole rows at tens of edges per atom uses far fewer).
