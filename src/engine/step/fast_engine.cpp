@@ -186,11 +186,10 @@ void FastEngine::estimate_costs() {
   // Per edge for the whole step: the edge topology (edge_topology.h: order, sorted senders, receivers,
   // their element slots, chunk rows, sender CSR, the per-atom sums' sender order, atomic numbers where
   // edge_elements(): 7 or 9 int64; a padded one also keeps the caller's senders and receivers, but
-  // pads only small steps, replayed as CUDA graphs), the sorted
-  // float64 vectors (recompute plans convert them per chunk), dE/dv (model dtype, then float64 in the
+  // pads only small steps, replayed as CUDA graphs), dE/dv (model dtype, then float64 in the
   // caller's order), the chunks' radial pairs (each edge's row and share, each row's one or two edges).
-  costs_.resident_per_edge =
-      8.0 * (edge_elements() ? 9 : 7) + 3 * 8.0 + 3 * (s + 8.0) + (some_layer_pairs_ ? 3 * 8.0 + s : 0.0);
+  // (The sorted float64 vectors: update_plan.)
+  costs_.resident_per_edge = 8.0 * (edge_elements() ? 9 : 7) + 3 * (s + 8.0) + (some_layer_pairs_ ? 3 * 8.0 + s : 0.0);
   // The sender CSR's row pointer: over all atoms with one chunk; with several, each chunk's over the
   // senders it uses, with their indices (two int64 per sender, counted as one sender per 8 edges: a
   // chunk of whole rows at tens of edges per atom uses far fewer).
@@ -241,9 +240,11 @@ void FastEngine::choose_first_layer() {
                  std::to_string(options_.reassociate_max_elements) + ")");
 }
 
-void FastEngine::update_plan(int64_t atoms, int64_t edges, bool symmetric) {
+void FastEngine::update_plan(int64_t atoms, int64_t edges, bool symmetric, bool list_vectors) {
   symmetric = symmetric && !unpaired_seen_;
-  if (atoms == planned_atoms_ && edges == planned_edges_ && symmetric == planned_symmetric_) return;
+  if (atoms == planned_atoms_ && edges == planned_edges_ && symmetric == planned_symmetric_ &&
+      list_vectors == planned_list_vectors_)
+    return;
   const std::string device = p_.options.device().str();
   const double budget =
       options_.memory_bytes > 0 ? options_.memory_bytes : default_memory_budget(device, options_.device_sharers);
@@ -251,6 +252,15 @@ void FastEngine::update_plan(int64_t atoms, int64_t edges, bool symmetric) {
   StageCosts costs = costs_;
   if (!symmetric || !some_layer_pairs_ || options_.radial_pairs == Choice::Off)
     costs.paired_kept_per_edge = costs.paired_transient_per_edge = 0;
+  // The edge vectors in the topology's order, float64: a skin list's for every step; else held by
+  // steps that keep their chunks (a recompute plan reads the caller's per chunk: layer_passes.cpp).
+  const double sorted_vectors = 3 * 8.0;
+  if (list_vectors) {
+    costs.resident_per_edge += sorted_vectors;
+  } else {
+    costs.kept_per_edge += sorted_vectors;
+    if (costs.paired_kept_per_edge > 0) costs.paired_kept_per_edge += sorted_vectors;
+  }
   const MemoryPlan plan = plan_memory(costs, atoms, edges, budget, options_.edge_chunk, options_.atom_chunk);
   // Printed when the mode or the chunk sizes change, not at every new atom or edge count (LAMMPS
   // changes them at every neighbour-list rebuild); whole-step plans differ only in their sizes.
@@ -260,9 +270,9 @@ void FastEngine::update_plan(int64_t atoms, int64_t edges, bool symmetric) {
   planned_atoms_ = atoms;
   planned_edges_ = edges;
   planned_symmetric_ = symmetric;
+  planned_list_vectors_ = list_vectors;
   if (changed && options_.log) options_.log(plan_.describe(atoms, edges));
 }
-
 
 // A plan at paired costs assumed about one radial row per two edges. Where the graph has fewer
 // pairs (an edge set that is not a full neighbour list, vectors that are not exact negations), later
@@ -407,7 +417,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
   const int64_t edges = may_pad ? padded_count(E, 1024) : E;
   // (atoms: only ghost rows change between graphs of one set of owned atoms)
   const int64_t atoms = options_.pad_to_bucket || (may_graph && ntotal > nlocal) ? padded_count(ntotal, 256) : ntotal;
-  update_plan(atoms, edges, nlocal == ntotal);
+  update_plan(atoms, edges, nlocal == ntotal, /*list_vectors=*/false);
   const bool use_graph = may_graph && plan_.edge_chunk >= edges && plan_.atom_chunk >= nlocal;
   // (in a graph step the pairs cost one check per step: no launches to save there)
   auto paired = [&](int64_t count) {
@@ -459,7 +469,7 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
 
   if (!use_graph) {
     graph_.reset();
-    const at::Tensor v64 = sorted_vectors(vectors64);
+    at::Tensor v64 = sorted_vectors(vectors64);
     // Reverse-edge pairs per chunk, shared by both layers and the backward pass (and by later calls
     // while the graph stays the same).
     std::vector<RadialPairCache::Chunk> pair_chunks;
@@ -477,7 +487,15 @@ EngineResult FastEngine::run(const GraphTensors& g, const at::Tensor& vectors64,
         if (p.index.defined()) p = pad_pair_rows(p, padded_count(p.rows, 1024));
     if (timer_) timer_->lap("graph");
     EngineResult out;
-    step(v64, &pairs, want, [](const SegmentedCudaGraph::HostWork& work) { work(); }, &out);
+    auto now = [](const SegmentedCudaGraph::HostWork& work) { work(); };
+    // A recompute plan reads the caller's vectors per chunk instead (24 bytes per edge less while it
+    // runs).
+    if (plan_.recompute && topo.padded_edges == topo.edges) {
+      v64 = at::Tensor();
+      step(at::Tensor(), &pairs, want, now, &out, vectors64);
+    } else {
+      step(v64, &pairs, want, now, &out);
+    }
     return finish(out);
   }
 

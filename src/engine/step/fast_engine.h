@@ -90,7 +90,7 @@ class FastEngine {
   StageCosts costs_;
   MemoryPlan plan_;
   int64_t planned_atoms_ = -1, planned_edges_ = -1;
-  bool planned_symmetric_ = false;
+  bool planned_symmetric_ = false, planned_list_vectors_ = false;
   bool unpaired_seen_ = false;  // a graph without ghosts left edges unpaired: plan per edge from then on
   at::Tensor h0_table_;                 // [Z, dim(in_0)]: first-layer node features depend only on the species
   at::Tensor hu0_table_;                // [Z, dim(in_0)]: their linear_up
@@ -149,8 +149,9 @@ class FastEngine {
   void estimate_costs();  // costs_ from the model's shapes
   void choose_first_layer();  // reassociate auto: per element or per edge, from topology_'s elements
   // symmetric: every edge's reverse is in the graph (no ghosts), so a whole-step chunk may be planned
-  // at the paired costs (StageCosts), unless a graph left edges unpaired before (unpaired_seen_)
-  void update_plan(int64_t atoms, int64_t edges, bool symmetric);
+  // at the paired costs (StageCosts), unless a graph left edges unpaired before (unpaired_seen_);
+  // list_vectors: a skin list's step (its sorted vectors held for every step)
+  void update_plan(int64_t atoms, int64_t edges, bool symmetric, bool list_vectors);
   void check_pair_rows(int64_t rows, int64_t edges);
   // Whether the edges' atomic numbers are read (a distance transform, ZBL): else the topology
   // holds none.
@@ -165,12 +166,15 @@ class FastEngine {
   EngineResult replay_or_capture(HaloExchanger* halo, const EngineRequest& asked);
   // One evaluation on topology_ with its sorted float64 edge vectors v64; `cut` receives the halo
   // exchanges (run at once, or between graph segments). Outputs have padded rows. (layer_passes.cpp:
-  // the forward pass layer by layer, then the backward pass in reverse.)
+  // the forward pass layer by layer, then the backward pass in reverse.) Or, v64 undefined, the
+  // caller's vectors of an unpadded topology, read per chunk through its order: a recompute plan then
+  // holds no sorted copy of every edge's vector while it runs.
   void step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
-            const SegmentedCudaGraph::Cut& cut, EngineResult* out);
+            const SegmentedCudaGraph::Cut& cut, EngineResult* out, const at::Tensor& caller_v64 = {});
   struct StepState;  // what one step's passes share (layer_passes.cpp)
   bool geometry_gradients_only(int t) const;
   bool uses_pairs(const StepState& s, std::size_t chunk, int layer) const;
+  at::Tensor chunk_vectors(const StepState& s, const EdgeChunk& chunk) const;
   MessageChunkInput message_input(const StepState& s, std::size_t chunk, int layer, const at::Tensor& hu) const;
   NodeChunkInput node_input(const StepState& s, int layer, std::size_t block, const at::Tensor& mlin,
                             const at::Tensor& density) const;

@@ -39,6 +39,7 @@ struct FastEngine::StepState {
   // or the step keeps its chunks' states, or ZBL reads them: else converted per chunk, which
   // saves a copy of all edges' vectors in recompute plans)
   at::Tensor v64, v;
+  at::Tensor caller_v64;                     // without v64: the caller's vectors (FastEngine::step)
   const std::vector<RadialPairs>* pairs;     // per chunk (or null)
   const SegmentedCudaGraph::Cut* cut;        // receives the halo exchanges
   const EngineRequest* want;
@@ -83,13 +84,20 @@ bool FastEngine::uses_pairs(const StepState& s, std::size_t k, int t) const {
   return s.pairs && (*s.pairs)[k].index.defined() && message_layer(t).shares_pairs();
 }
 
+// A chunk's edge vectors in the model's dtype.
+at::Tensor FastEngine::chunk_vectors(const StepState& s, const EdgeChunk& ch) const {
+  if (s.v.defined()) return slice(s.v, ch);
+  if (s.v64.defined()) return slice(s.v64, ch).to(p_.options.dtype());
+  return s.caller_v64.index_select(0, slice(topology_.order, ch)).to(p_.options.dtype());
+}
+
 // The inputs of edge chunk k in layer t (x_table: per-element rows in layer 0, per node after).
 MessageChunkInput FastEngine::message_input(const StepState& s, std::size_t k, int t, const at::Tensor& hu) const {
   const EdgeTopology& topo = topology_;
   const EdgeChunk& ch = topo.chunks[k];
   MessageChunkInput in;
   if (uses_pairs(s, k, t)) in.pairs = &(*s.pairs)[k];
-  in.vectors = s.v.defined() ? slice(s.v, ch) : slice(s.v64, ch).to(p_.options.dtype());
+  in.vectors = chunk_vectors(s, ch);
   if (topo.z_sender.defined()) {
     in.z_sender = slice(topo.z_sender, ch);
     in.z_receiver = slice(topo.z_receiver, ch);
@@ -199,13 +207,25 @@ void FastEngine::prepare_radials_beside(StepState& s) {
     }
 }
 
+// ZBL's energies into s.energy and its slopes per edge into s.zbl_slope: for all edges at once, or
+// chunk by chunk where the step has no vectors of all edges (the same values: ZBL is per edge).
 void FastEngine::zbl_forward(StepState& s) {
   const EdgeTopology& topo = topology_;
-  auto [e, slope] = geometry_.zbl(s.v, topo.z_sender, topo.z_receiver);
-  for (std::size_t k = 0; k < topo.chunks.size(); ++k)
-    s.energy.narrow(0, topo.chunks[k].row0, topo.chunks[k].nrows)
-        .add_(segment_sum(slice(e, topo.chunks[k]), topo.chunk_row_ptr[k]));
-  s.zbl_slope = slope;
+  at::Tensor e;
+  if (s.v.defined())
+    std::tie(e, s.zbl_slope) = geometry_.zbl(s.v, topo.z_sender, topo.z_receiver);
+  else
+    s.zbl_slope = at::empty({topo.padded_edges}, p_.options);
+  for (std::size_t k = 0; k < topo.chunks.size(); ++k) {
+    const EdgeChunk& ch = topo.chunks[k];
+    at::Tensor ek = e.defined() ? slice(e, ch) : at::Tensor();
+    if (!ek.defined()) {
+      at::Tensor slope;
+      std::tie(ek, slope) = geometry_.zbl(chunk_vectors(s, ch), slice(topo.z_sender, ch), slice(topo.z_receiver, ch));
+      slice(s.zbl_slope, ch).copy_(slope);
+    }
+    s.energy.narrow(0, ch.row0, ch.nrows).add_(segment_sum(ek, topo.chunk_row_ptr[k]));
+  }
 }
 
 // Layer t forward: its input features (exchanged to the ghosts), then block by block the message
@@ -500,31 +520,37 @@ void FastEngine::add_side_grad_v(StepState& s) {
 // (atom_sums.h).
 void FastEngine::finish_gradients(StepState& s, EngineResult* result) {
   add_side_grad_v(s);
+  // (the sorted vectors made here, where the step's blocks are gone, if the step ran without them)
+  const at::Tensor v64 = s.v64.defined() ? s.v64 : sorted_vectors(s.caller_v64);
   if (p_.zbl) {
     // dE/dv = scale * dE_zbl/dr * v / r (every receiver is owned, so every edge counts once)
-    const at::Tensor r = at::linalg_vector_norm(s.v, 2, {1}, true);
-    s.grad_v.add_(p_.config.scale.front() * s.zbl_slope.unsqueeze(1) * s.v / r);
+    const at::Tensor v = s.v.defined() ? s.v : v64.to(p_.options.dtype());
+    const at::Tensor r = at::linalg_vector_norm(v, 2, {1}, true);
+    s.grad_v.add_(p_.config.scale.front() * s.zbl_slope.unsqueeze(1) * v / r);
   }
   AtomSumsRequest sums;
   sums.forces = s.want->forces;
   sums.virial = s.want->virial;
   sums.atom_virial = s.want->atom_virial;
-  AtomSums r = atom_sums(topology_, s.grad_v, s.v64, sums);
+  AtomSums r = atom_sums(topology_, s.grad_v, v64, sums);
   result->forces = r.forces;
   result->virial = r.virial;
   result->atom_virial = r.atom_virial;
 }
 
 void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pairs, const EngineRequest& want,
-                      const SegmentedCudaGraph::Cut& cut, EngineResult* result) {
+                      const SegmentedCudaGraph::Cut& cut, EngineResult* result, const at::Tensor& caller_v64) {
   const MaceConfig& c = p_.config;
   const int T = c.num_interactions;
   if (!topology_.blocks_own_chunks())
     throw Error("fast engine: node blocks that do not own their edge chunks (an edge topology built without row_aligned for several blocks)");
   StepState s;
   s.v64 = v64;
+  s.caller_v64 = caller_v64;
   s.keep = want.any() && !plan_.recompute;
-  if (p_.options.dtype() == at::kDouble || s.keep || p_.zbl) s.v = v64.to(p_.options);
+  if (!v64.defined() && (s.keep || topology_.padded_edges != topology_.edges || !caller_v64.defined()))
+    throw Error("fast engine: a step on the caller's vectors needs an unpadded recompute plan");
+  if (v64.defined() && (p_.options.dtype() == at::kDouble || s.keep || p_.zbl)) s.v = v64.to(p_.options);
   s.pairs = pairs;
   s.cut = &cut;
   s.want = &want;
@@ -536,7 +562,7 @@ void FastEngine::step(const at::Tensor& v64, const std::vector<RadialPairs>* pai
 
   if (p_.zbl) zbl_forward(s);
   if (want.any()) {
-    s.grad_v = at::zeros({v64.size(0), 3}, p_.options);
+    s.grad_v = at::zeros({topology_.padded_edges, 3}, p_.options);
     s.side_grad_v.resize(topology_.chunks.size());
   }
   for (int t = 0; t < T; ++t) forward_layer(s, t);

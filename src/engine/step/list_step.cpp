@@ -40,7 +40,7 @@ bool FastEngine::adopt_list(const ListTensors& list, const at::Tensor& positions
   // (atoms padded where ghost rows may change between lists of one set of owned atoms)
   const int64_t edges = skin_bucket(count, previous.first, bucket_headroom_);
   const int64_t atoms = may_graph && ntotal > list.nlocal ? padded_count(ntotal, 256) : ntotal;
-  update_plan(atoms, edges, list.nlocal == ntotal);
+  update_plan(atoms, edges, list.nlocal == ntotal, /*list_vectors=*/true);
   TopologyOptions o;
   o.edge_chunk = plan_.edge_chunk;
   o.atom_chunk = plan_.atom_chunk;
